@@ -1,0 +1,65 @@
+// Model configuration: every architectural choice, read from and written to JSON.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lf {
+
+enum class AttentionKind { standard, linformer };
+// How Linformer projections E (keys) and F (values) are shared:
+//   none      - separate E_i, F_i for every head of every layer (the paper's general form)
+//   headwise  - one E and one F per layer, shared by its heads
+//   kv        - one matrix per layer used as both E and F
+//   layerwise - one matrix used as E and F in every layer
+enum class Sharing { none, headwise, kv, layerwise };
+// What maps the sequence axis from n to k:
+//   linear    - learned k x n matrix
+//   mean_pool - average over windows of n/k positions (no parameters)
+//   max_pool  - maximum over windows of n/k positions (no parameters)
+//   conv      - strided 1-D convolution, kernel = stride = n/k, one learned kernel per projection
+enum class Projection { linear, mean_pool, max_pool, conv };
+enum class NormPlacement { post, pre };
+
+struct Config {
+  int64_t vocab_size = 8192;
+  int64_t max_len = 512;          // n: the longest sequence (positions and E columns)
+  int64_t d_model = 256;
+  int64_t n_heads = 4;
+  int64_t d_ff = 1024;
+  int64_t n_layers = 4;
+  int64_t type_vocab_size = 1;    // token-type rows (RoBERTa 1, BERT 2); type 0 is used
+  int64_t position_offset = 0;    // first position id (RoBERTa checkpoints use 2)
+  AttentionKind attention = AttentionKind::linformer;
+  std::vector<int64_t> k = {128}; // projected length: one value, or one per layer
+  Sharing sharing = Sharing::layerwise;
+  Projection projection = Projection::linear;
+  NormPlacement norm = NormPlacement::post;
+  bool causal = false;            // rejected for Linformer (see validate())
+  float dropout = 0.1f;           // hidden dropout (embeddings, sublayer outputs, heads)
+  float attention_dropout = 0.1f; // dropout on attention probabilities
+  float layer_norm_eps = 1e-5f;
+  float init_std = 0.02f;
+  int64_t num_classes = 2;        // classification head width
+  int64_t pad_id = 1;
+  int64_t cls_id = 0;             // first token of every sequence (RoBERTa's <s>)
+
+  int64_t d_head() const { return d_model / n_heads; }
+  int64_t k_of(int64_t layer) const { return k.size() == 1 ? k[0] : k.at(layer); }
+  bool is_linformer() const { return attention == AttentionKind::linformer; }
+
+  // Throws lf::Error naming the first inconsistent field.
+  void validate() const;
+
+  std::string to_json() const;                      // pretty-printed JSON text
+  static Config from_json(const std::string& text);  // unknown keys are an error
+  static Config load(const std::string& path);
+  void save(const std::string& path) const;          // atomic (temporary file + rename)
+};
+
+const char* to_string(AttentionKind v);
+const char* to_string(Sharing v);
+const char* to_string(Projection v);
+const char* to_string(NormPlacement v);
+
+}  // namespace lf

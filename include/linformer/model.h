@@ -1,0 +1,84 @@
+// The Linformer / Transformer encoder with MLM and classification heads.
+// Parameters and their gradients live in two flat buffers laid out by one name table
+// (the checkpoint tensor names); activations live in an arena sized for the largest batch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linformer/config.h"
+
+namespace lf {
+
+enum class Init { normal, zeros, ones, proj_normal, conv_mean };
+
+struct ParamInfo {
+  std::string name;            // Hugging Face RoBERTa name (see docs/checkpoint.md)
+  std::vector<int64_t> shape;
+  size_t offset = 0;           // into the flat parameter buffer, in floats
+  size_t numel = 0;
+  Init init = Init::normal;
+  bool decay = true;           // false for biases and LayerNorm parameters
+};
+
+// The parameter table for a config, in a fixed order.
+std::vector<ParamInfo> param_table(const Config& cfg);
+
+// A batch of token ids. mask[b*N+t] is 1 for real tokens and 0 for padding (null: all real).
+struct Batch {
+  const int32_t* ids = nullptr;  // [B, N]
+  const float* mask = nullptr;   // [B, N] or null
+  int64_t B = 0, N = 0;
+};
+
+class Model {
+ public:
+  explicit Model(const Config& cfg);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const Config& config() const;
+  const std::vector<ParamInfo>& params() const;
+  size_t num_params() const;
+  float* param_data();
+  float* grad_data();
+  const ParamInfo* find(const std::string& name) const;  // null if absent
+  float* param(const std::string& name);                 // throws if absent
+  float* grad(const std::string& name);
+
+  // Fills every parameter from (seed, name, index): independent of thread count.
+  void init(uint64_t seed);
+  // Initialises only the parameters whose names are listed (others unchanged).
+  void init_some(uint64_t seed, const std::vector<std::string>& names);
+  void zero_grad();
+
+  // Encoder forward. With train = true, activations are kept for backward() and dropout
+  // (if configured) uses masks drawn from dropout_seed.
+  void forward(const Batch& batch, bool train, uint64_t dropout_seed = 0);
+  const float* hidden() const;  // [B, N, D], valid after forward()
+
+  // MLM head. labels [B*N] (-100 = ignore). Returns the summed loss and the count of labelled
+  // positions; if grad, backpropagates weight * (mean loss) into head gradients and the
+  // hidden-state gradient (call backward() afterwards). Only labelled rows are computed.
+  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count);
+  // Logits [rows.size() or B*N, V] for the given flat rows (all rows when rows is empty).
+  void mlm_logits(float* out, const std::vector<int64_t>& rows = {});
+
+  // Classification head on the first token. labels [B]. Returns summed loss over the batch.
+  double cls_loss(const int32_t* labels, bool grad, float weight);
+  void cls_logits(float* out);  // [B, num_classes]
+
+  // Encoder backward from the accumulated hidden-state gradient into parameter gradients.
+  void backward();
+
+  // Bytes the engine holds for activations and scratch at its largest shape so far.
+  size_t activation_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lf

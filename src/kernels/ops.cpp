@@ -1,0 +1,263 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "kernels/gemm.h"
+
+namespace lf {
+
+namespace {
+constexpr int64_t kGrainElems = 1 << 14;
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1)); }
+}  // namespace
+
+void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
+                    int64_t in, int64_t out_f) {
+  if (b) {
+    parallel_for(0, rows, row_grain(out_f), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(b, b + out_f, out + r * out_f);
+    });
+  }
+  gemm(false, true, rows, out_f, in, 1.f, inp, in, W, in, b ? 1.f : 0.f, out, out_f);
+}
+
+void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
+                     const float* W, int64_t rows, int64_t in, int64_t out_f) {
+  if (dinp) gemm(false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
+  if (dW) gemm(true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
+  if (db) {
+    parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* d = dout + r * out_f;
+        for (int64_t c = c0; c < c1; ++c) db[c] += d[c];
+      }
+    });
+  }
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps) {
+  parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = inp + r * C;
+      float* y = out + r * C;
+      double s = 0.0;
+      for (int64_t i = 0; i < C; ++i) s += x[i];
+      const float m = static_cast<float>(s / C);
+      double v = 0.0;
+      for (int64_t i = 0; i < C; ++i) {
+        const float d = x[i] - m;
+        v += static_cast<double>(d) * d;
+      }
+      const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
+      for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
+      if (mean) mean[r] = m;
+      if (rstd) rstd[r] = rs;
+    }
+  });
+}
+
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, int64_t rows,
+                        int64_t C) {
+  // Parameter gradients: reduce over rows, parallel over columns (no races).
+  parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = inp + r * C;
+      const float* g = dout + r * C;
+      const float m = mean[r], rs = rstd[r];
+      for (int64_t c = c0; c < c1; ++c) {
+        dw[c] += (x[c] - m) * rs * g[c];
+        db[c] += g[c];
+      }
+    }
+  });
+  parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = inp + r * C;
+      const float* g = dout + r * C;
+      float* dx = dinp + r * C;
+      const float m = mean[r], rs = rstd[r];
+      double sum_g = 0.0, sum_gx = 0.0;
+      for (int64_t i = 0; i < C; ++i) {
+        const float gw = g[i] * w[i];
+        sum_g += gw;
+        sum_gx += static_cast<double>(gw) * (x[i] - m) * rs;
+      }
+      const float mg = static_cast<float>(sum_g / C), mgx = static_cast<float>(sum_gx / C);
+      for (int64_t i = 0; i < C; ++i) {
+        const float xhat = (x[i] - m) * rs;
+        dx[i] += rs * (g[i] * w[i] - mg - xhat * mgx);
+      }
+    }
+  });
+}
+
+void gelu_forward(float* out, const float* inp, int64_t n) {
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float x = inp[i];
+      out[i] = 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    }
+  });
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+  const float inv_sqrt_2pi = 0.3989422804014327f;
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float x = inp[i];
+      const float cdf = 0.5f * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+      const float pdf = inv_sqrt_2pi * std::exp(-0.5f * x * x);
+      dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+  });
+}
+
+void tanh_forward(float* out, const float* inp, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
+}
+
+void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i] * (1.f - out[i] * out[i]);
+}
+
+void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
+                     const float* key_mask) {
+  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = inp + r * cols;
+      float* y = out + r * cols;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < cols; ++j)
+        if (!key_mask || key_mask[j] != 0.f) mx = std::max(mx, x[j] * scale);
+      if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
+        std::fill(y, y + cols, 0.f);
+        continue;
+      }
+      float sum = 0.f;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float e = (!key_mask || key_mask[j] != 0.f) ? std::exp(x[j] * scale - mx) : 0.f;
+        y[j] = e;
+        sum += e;
+      }
+      const float inv = 1.f / sum;
+      for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+    }
+  });
+}
+
+void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
+                      float scale, bool accumulate) {
+  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* pr = p + r * cols;
+      const float* g = dout + r * cols;
+      float* d = dinp + r * cols;
+      float dot = 0.f;
+      for (int64_t j = 0; j < cols; ++j) dot += g[j] * pr[j];
+      if (accumulate)
+        for (int64_t j = 0; j < cols; ++j) d[j] += scale * pr[j] * (g[j] - dot);
+      else
+        for (int64_t j = 0; j < cols; ++j) d[j] = scale * pr[j] * (g[j] - dot);
+    }
+  });
+}
+
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
+                     uint64_t stream) {
+  if (p <= 0.f) {
+    if (out != inp) std::copy(inp, inp + n, out);
+    return;
+  }
+  const float keep_scale = 1.f / (1.f - p);
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      out[i] = rng_uniform(seed, stream, static_cast<uint64_t>(i)) >= p ? inp[i] * keep_scale : 0.f;
+  });
+}
+
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
+                      uint64_t stream) {
+  const float keep_scale = p <= 0.f ? 1.f : 1.f / (1.f - p);
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      if (p <= 0.f || rng_uniform(seed, stream, static_cast<uint64_t>(i)) >= p)
+        dinp[i] += dout[i] * keep_scale;
+  });
+}
+
+void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
+                       const float* type, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
+  parallel_for(0, B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* we = word + static_cast<int64_t>(ids[r]) * C;
+      const float* pe = pos + (r % N + pos_offset) * C;
+      float* y = out + r * C;
+      for (int64_t i = 0; i < C; ++i) y[i] = we[i] + pe[i] + type[i];
+    }
+  });
+}
+
+void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
+                        const int32_t* ids, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
+  // Parallel over feature columns: each thread owns a slice of every row, so no races.
+  parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
+    for (int64_t r = 0; r < B * N; ++r) {
+      const float* g = dout + r * C;
+      float* dw = dword + static_cast<int64_t>(ids[r]) * C;
+      float* dp = dpos + (r % N + pos_offset) * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        dw[c] += g[c];
+        dp[c] += g[c];
+        dtype[c] += g[c];
+      }
+    }
+  });
+}
+
+double cross_entropy(float* dlogits, const float* logits, const int32_t* targets, int64_t rows,
+                     int64_t V, float grad_scale, int64_t* count) {
+  double total = 0.0;
+  int64_t counted = 0;
+  const int nt = num_threads();
+  std::vector<double> part(nt, 0.0);
+  std::vector<int64_t> part_n(nt, 0);
+  parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    const int t = omp_in_parallel() ? omp_get_thread_num() : 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = logits + r * V;
+      float* d = dlogits ? dlogits + r * V : nullptr;
+      const int32_t y = targets[r];
+      if (y < 0) {
+        if (d) std::fill(d, d + V, 0.f);
+        continue;
+      }
+      float mx = x[0];
+      for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
+      double sum = 0.0;
+      for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(x[j] - mx));
+      const double lse = mx + std::log(sum);
+      part[t] += lse - x[y];
+      part_n[t] += 1;
+      if (d) {
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < V; ++j) d[j] = grad_scale * std::exp(x[j] - mx) * inv;
+        d[y] -= grad_scale;
+      }
+    }
+  });
+  for (int t = 0; t < nt; ++t) {
+    total += part[t];
+    counted += part_n[t];
+  }
+  if (count) *count = counted;
+  return total;
+}
+
+}  // namespace lf

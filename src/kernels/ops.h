@@ -1,0 +1,61 @@
+// Element-wise and row-wise kernels, each a forward/backward pair of free functions.
+// Conventions (as in llm.c): outputs first; forward caches what backward needs;
+// backward ADDS into every gradient it produces (inputs and parameters), so callers zero
+// gradients once and residual branches simply accumulate.
+#pragma once
+#include <cstdint>
+
+namespace lf {
+
+// out = inp W^T + b.  inp [rows, in], W [out_f, in], b [out_f] or null, out [rows, out_f].
+void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
+                    int64_t in, int64_t out_f);
+// dinp += dout W; dW += dout^T inp; db += column sums of dout. Any of dinp/dW/db may be null.
+void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
+                     const float* W, int64_t rows, int64_t in, int64_t out_f);
+
+// LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps);
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, int64_t rows,
+                        int64_t C);
+
+// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
+void gelu_forward(float* out, const float* inp, int64_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+// tanh; backward uses the cached output.
+void tanh_forward(float* out, const float* inp, int64_t n);
+void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n);
+
+// Row softmax of scale * inp over `cols` entries; entries with key_mask[j] == 0 get exactly 0
+// (key_mask may be null). Rows whose keys are all masked become all zeros. out may alias inp.
+void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
+                     const float* key_mask);
+// Gradient w.r.t. the pre-scale input: dinp (+)= scale * p * (dout - sum(dout * p)).
+// When accumulate is false dinp is overwritten (dinp may then alias dout).
+void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
+                      float scale, bool accumulate);
+
+// Inverted dropout with a counter-based mask: element i is kept iff
+// rng_uniform(seed, stream, i) >= p, and then scaled by 1/(1-p). out may alias inp.
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
+                     uint64_t stream);
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
+                      uint64_t stream);
+
+// out[r] = word[ids[r]] + pos[(r % N) + pos_offset] + type[0], for r in [0, B*N).
+void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
+                       const float* type, int64_t B, int64_t N, int64_t C, int64_t pos_offset);
+void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
+                        const int32_t* ids, int64_t B, int64_t N, int64_t C, int64_t pos_offset);
+
+// Softmax cross-entropy over V classes per row. Rows with target < 0 are ignored.
+// Returns the sum of losses over counted rows and stores the count in *count.
+// If dlogits is non-null, writes (not adds) grad_scale * (softmax - onehot) there,
+// zero for ignored rows. dlogits may alias logits.
+double cross_entropy(float* dlogits, const float* logits, const int32_t* targets, int64_t rows,
+                     int64_t V, float grad_scale, int64_t* count);
+
+}  // namespace lf

@@ -1,0 +1,176 @@
+#include "layers/attention.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+
+namespace lf {
+
+int64_t attention_scratch_floats(const AttnDims& d) {
+  // Two N x Lk tiles (probabilities / their gradient), rounded to 64 bytes.
+  return (2 * d.N * d.Lk + 15) / 16 * 16;
+}
+
+namespace {
+int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
+}  // namespace
+
+void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
+                       const float* key_mask, const AttnDims& d, float scale, float p_drop,
+                       uint64_t seed, uint64_t stream, float* scratch) {
+  const int64_t tile = d.N * d.Lk;
+  const int64_t per_thread = attention_scratch_floats(d);
+  parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
+    float* s = scratch + thread_id() * per_thread;
+    for (int64_t bh = i0; bh < i1; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      const float* qb = q + b * d.N * d.D + h * d.Dh;
+      const float* kb = kk + b * d.Lk * d.D + h * d.Dh;
+      const float* vb = vv + b * d.Lk * d.D + h * d.Dh;
+      float* P = probs ? probs + bh * tile : s;
+      gemm(false, true, d.N, d.Lk, d.Dh, 1.f, qb, d.D, kb, d.D, 0.f, P, d.Lk);
+      const float* km = key_mask ? key_mask + b * d.Lk : nullptr;
+      if (d.causal) {
+        for (int64_t i = 0; i < d.N; ++i) {
+          const int64_t seen = std::min(i + 1, d.Lk);
+          softmax_forward(P + i * d.Lk, P + i * d.Lk, 1, seen, scale, km);
+          std::fill(P + i * d.Lk + seen, P + (i + 1) * d.Lk, 0.f);
+        }
+      } else {
+        softmax_forward(P, P, d.N, d.Lk, scale, km);
+      }
+      const float* Pd = P;
+      if (p_drop > 0.f) {
+        float* t = s + tile;
+        dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, bh));
+        Pd = t;
+      }
+      gemm(false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vb, d.D, 0.f,
+           ctx + b * d.N * d.D + h * d.Dh, d.D);
+    }
+  });
+}
+
+void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
+                        const float* q, const float* kk, const float* vv, const AttnDims& d,
+                        float scale, float p_drop, uint64_t seed, uint64_t stream,
+                        float* scratch) {
+  const int64_t tile = d.N * d.Lk;
+  const int64_t per_thread = attention_scratch_floats(d);
+  parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
+    float* s = scratch + thread_id() * per_thread;
+    for (int64_t bh = i0; bh < i1; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      const int64_t qo = b * d.N * d.D + h * d.Dh, ko = b * d.Lk * d.D + h * d.Dh;
+      const float* P = probs + bh * tile;
+      const float* Pd = P;
+      if (p_drop > 0.f) {
+        dropout_forward(s, P, tile, p_drop, seed, rng_stream(stream, bh));
+        Pd = s;
+      }
+      float* dP = s + tile;
+      gemm(false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
+      gemm(true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, 1.f, dvv + ko, d.D);
+      if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, rng_stream(stream, bh));
+      softmax_backward(dP, P, dP, d.N, d.Lk, scale, false);
+      gemm(false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, 1.f, dq + qo, d.D);
+      gemm(true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);
+    }
+  });
+}
+
+void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const float* E,
+                         int64_t ldE, const float* x, int64_t ldx, const float* mask, int64_t B,
+                         int64_t N, int64_t K, int64_t C) {
+  for (int64_t b = 0; b < B; ++b) {
+    const float* A = E;
+    int64_t lda = ldE;
+    if (mask) {
+      float* Eb = Ebm + b * K * N;
+      const float* m = mask + b * N;
+      for (int64_t j = 0; j < K; ++j)
+        for (int64_t t = 0; t < N; ++t) Eb[j * N + t] = E[j * ldE + t] * m[t];
+      A = Eb;
+      lda = N;
+    }
+    if (em) {
+      for (int64_t j = 0; j < K; ++j) {
+        float s = 0.f;
+        for (int64_t t = 0; t < N; ++t) s += A[j * lda + t];
+        em[b * K + j] = s;
+      }
+    }
+    gemm(false, false, K, C, N, 1.f, A, lda, x + b * N * ldx, ldx, 0.f, out + b * K * ldo, ldo);
+  }
+}
+
+void seq_project_backward(float* dx, int64_t ldx, float* dE, const float* dout, int64_t ldo,
+                          const float* dem, const float* Ebm, const float* E, int64_t ldE,
+                          const float* x, const float* mask, int64_t B, int64_t N, int64_t K,
+                          int64_t C, float* scratch) {
+  for (int64_t b = 0; b < B; ++b) {
+    const float* A = mask ? Ebm + b * K * N : E;
+    const int64_t lda = mask ? N : ldE;
+    const float* db = dout + b * K * ldo;
+    if (dx) gemm(true, false, N, C, K, 1.f, A, lda, db, ldo, 1.f, dx + b * N * ldx, ldx);
+    if (!dE) continue;
+    if (!mask) {
+      gemm(false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 1.f, dE, ldE);
+      if (dem)
+        for (int64_t j = 0; j < K; ++j)
+          for (int64_t t = 0; t < N; ++t) dE[j * ldE + t] += dem[b * K + j];
+      continue;
+    }
+    gemm(false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 0.f, scratch, N);
+    const float* m = mask + b * N;
+    for (int64_t j = 0; j < K; ++j) {
+      const float e = dem ? dem[b * K + j] : 0.f;
+      for (int64_t t = 0; t < N; ++t) dE[j * ldE + t] += (scratch[j * N + t] + e) * m[t];
+    }
+  }
+}
+
+void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
+                      int64_t N, int64_t K, int64_t w, int64_t C) {
+  parallel_for(0, B * K, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / K, j = r % K;
+      float* o = out + r * C;
+      int32_t* a = arg + r * C;
+      std::fill(o, o + C, -std::numeric_limits<float>::infinity());
+      std::fill(a, a + C, -1);
+      const int64_t t1 = std::min((j + 1) * w, N);
+      for (int64_t t = j * w; t < t1; ++t) {
+        if (mask && mask[b * N + t] == 0.f) continue;
+        const float* xr = x + (b * N + t) * C;
+        for (int64_t c = 0; c < C; ++c)
+          if (a[c] < 0 || xr[c] > o[c]) {
+            o[c] = xr[c];
+            a[c] = static_cast<int32_t>(t);
+          }
+      }
+      for (int64_t c = 0; c < C; ++c)
+        if (a[c] < 0) o[c] = 0.f;
+    }
+  });
+}
+
+void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,
+                       int64_t K, int64_t C) {
+  parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t r = b * K + j;
+        for (int64_t c = 0; c < C; ++c) {
+          const int32_t t = arg[r * C + c];
+          if (t >= 0) dx[(b * N + t) * C + c] += dout[r * C + c];
+        }
+      }
+  });
+}
+
+}  // namespace lf

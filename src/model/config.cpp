@@ -1,0 +1,211 @@
+#include "linformer/config.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/file_util.h"
+
+namespace lf {
+
+using json = nlohmann::json;
+
+const char* to_string(AttentionKind v) {
+  return v == AttentionKind::standard ? "standard" : "linformer";
+}
+const char* to_string(Sharing v) {
+  switch (v) {
+    case Sharing::none: return "none";
+    case Sharing::headwise: return "headwise";
+    case Sharing::kv: return "kv";
+    case Sharing::layerwise: return "layerwise";
+  }
+  return "?";
+}
+const char* to_string(Projection v) {
+  switch (v) {
+    case Projection::linear: return "linear";
+    case Projection::mean_pool: return "mean_pool";
+    case Projection::max_pool: return "max_pool";
+    case Projection::conv: return "conv";
+  }
+  return "?";
+}
+const char* to_string(NormPlacement v) { return v == NormPlacement::post ? "post" : "pre"; }
+
+namespace {
+
+template <typename E, size_t M>
+E parse_enum(const json& j, const char* key, const E (&values)[M]) {
+  LF_CHECK(j.is_string(), "config: '", key, "' must be a string");
+  const std::string s = j.get<std::string>();
+  std::string allowed;
+  for (E v : values) {
+    if (s == to_string(v)) return v;
+    allowed += std::string(allowed.empty() ? "" : ", ") + to_string(v);
+  }
+  fail("config: '", key, "' is '", s, "'; expected one of: ", allowed);
+}
+
+}  // namespace
+
+void Config::validate() const {
+  LF_CHECK(vocab_size > 0, "config: vocab_size must be positive, got ", vocab_size);
+  LF_CHECK(max_len > 0, "config: max_len must be positive, got ", max_len);
+  LF_CHECK(d_model > 0 && n_heads > 0, "config: d_model and n_heads must be positive");
+  LF_CHECK(d_model % n_heads == 0, "config: d_model (", d_model, ") must be divisible by n_heads (",
+           n_heads, ")");
+  LF_CHECK(d_ff > 0, "config: d_ff must be positive, got ", d_ff);
+  LF_CHECK(n_layers > 0, "config: n_layers must be positive, got ", n_layers);
+  LF_CHECK(type_vocab_size > 0, "config: type_vocab_size must be positive");
+  LF_CHECK(position_offset >= 0, "config: position_offset must be >= 0");
+  LF_CHECK(dropout >= 0.f && dropout < 1.f, "config: dropout must be in [0, 1), got ", dropout);
+  LF_CHECK(attention_dropout >= 0.f && attention_dropout < 1.f,
+           "config: attention_dropout must be in [0, 1), got ", attention_dropout);
+  LF_CHECK(layer_norm_eps > 0.f, "config: layer_norm_eps must be positive");
+  LF_CHECK(num_classes >= 2, "config: num_classes must be at least 2, got ", num_classes);
+  LF_CHECK(pad_id >= 0 && pad_id < vocab_size, "config: pad_id out of range");
+  LF_CHECK(cls_id >= 0 && cls_id < vocab_size, "config: cls_id out of range");
+  if (!is_linformer()) return;
+  LF_CHECK(!causal,
+           "config: causal attention is impossible with Linformer: the projection E mixes all n "
+           "positions into each of the k projected keys, so every query would see future tokens. "
+           "Use attention \"standard\" for causal models.");
+  LF_CHECK(!k.empty(), "config: k must be given for linformer attention");
+  LF_CHECK(k.size() == 1 || static_cast<int64_t>(k.size()) == n_layers, "config: k has ", k.size(),
+           " values; give one value or one per layer (n_layers = ", n_layers, ")");
+  for (size_t i = 0; i < k.size(); ++i) {
+    LF_CHECK(k[i] > 0 && k[i] <= max_len, "config: k[", i, "] = ", k[i],
+             " must be in [1, max_len = ", max_len, "]");
+    if (projection != Projection::linear)
+      LF_CHECK(max_len % k[i] == 0, "config: projection ", to_string(projection),
+               " uses windows of max_len / k positions, so max_len (", max_len,
+               ") must be divisible by k (", k[i], ")");
+  }
+  if (sharing == Sharing::layerwise)
+    for (int64_t v : k)
+      LF_CHECK(v == k[0], "config: layerwise sharing uses one projection for all layers, so k "
+                          "must be the same in every layer");
+}
+
+std::string Config::to_json() const {
+  json j;
+  j["vocab_size"] = vocab_size;
+  j["max_len"] = max_len;
+  j["d_model"] = d_model;
+  j["n_heads"] = n_heads;
+  j["d_ff"] = d_ff;
+  j["n_layers"] = n_layers;
+  j["type_vocab_size"] = type_vocab_size;
+  j["position_offset"] = position_offset;
+  j["attention"] = to_string(attention);
+  if (k.size() == 1)
+    j["k"] = k[0];
+  else
+    j["k"] = k;
+  j["sharing"] = to_string(sharing);
+  j["projection"] = to_string(projection);
+  j["norm"] = to_string(norm);
+  j["causal"] = causal;
+  j["dropout"] = dropout;
+  j["attention_dropout"] = attention_dropout;
+  j["layer_norm_eps"] = layer_norm_eps;
+  j["init_std"] = init_std;
+  j["num_classes"] = num_classes;
+  j["pad_id"] = pad_id;
+  j["cls_id"] = cls_id;
+  return j.dump(2) + "\n";
+}
+
+Config Config::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("config: not valid JSON: ", e.what());
+  }
+  LF_CHECK(j.is_object(), "config: expected a JSON object");
+  Config c;
+  auto get_int = [&](const char* key, int64_t& dst) {
+    if (!j.contains(key)) return;
+    LF_CHECK(j[key].is_number_integer(), "config: '", key, "' must be an integer");
+    dst = j[key].get<int64_t>();
+  };
+  auto get_float = [&](const char* key, float& dst) {
+    if (!j.contains(key)) return;
+    LF_CHECK(j[key].is_number(), "config: '", key, "' must be a number");
+    dst = j[key].get<float>();
+  };
+  static const std::set<std::string> known = {
+      "vocab_size", "max_len", "d_model", "n_heads", "d_ff", "n_layers", "type_vocab_size",
+      "position_offset", "attention", "k", "sharing", "projection", "norm", "causal", "dropout",
+      "attention_dropout", "layer_norm_eps", "init_std", "num_classes", "pad_id", "cls_id"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    LF_CHECK(known.count(it.key()), "config: unknown key '", it.key(), "'");
+  get_int("vocab_size", c.vocab_size);
+  get_int("max_len", c.max_len);
+  get_int("d_model", c.d_model);
+  get_int("n_heads", c.n_heads);
+  get_int("d_ff", c.d_ff);
+  get_int("n_layers", c.n_layers);
+  get_int("type_vocab_size", c.type_vocab_size);
+  get_int("position_offset", c.position_offset);
+  get_int("num_classes", c.num_classes);
+  get_int("pad_id", c.pad_id);
+  get_int("cls_id", c.cls_id);
+  get_float("dropout", c.dropout);
+  get_float("attention_dropout", c.attention_dropout);
+  get_float("layer_norm_eps", c.layer_norm_eps);
+  get_float("init_std", c.init_std);
+  if (j.contains("attention")) {
+    const AttentionKind v[] = {AttentionKind::standard, AttentionKind::linformer};
+    c.attention = parse_enum(j["attention"], "attention", v);
+  }
+  if (j.contains("sharing")) {
+    const Sharing v[] = {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise};
+    c.sharing = parse_enum(j["sharing"], "sharing", v);
+  }
+  if (j.contains("projection")) {
+    const Projection v[] = {Projection::linear, Projection::mean_pool, Projection::max_pool,
+                            Projection::conv};
+    c.projection = parse_enum(j["projection"], "projection", v);
+  }
+  if (j.contains("norm")) {
+    const NormPlacement v[] = {NormPlacement::post, NormPlacement::pre};
+    c.norm = parse_enum(j["norm"], "norm", v);
+  }
+  if (j.contains("causal")) {
+    LF_CHECK(j["causal"].is_boolean(), "config: 'causal' must be true or false");
+    c.causal = j["causal"].get<bool>();
+  }
+  if (j.contains("k")) {
+    const json& kj = j["k"];
+    if (kj.is_number_integer()) {
+      c.k = {kj.get<int64_t>()};
+    } else {
+      LF_CHECK(kj.is_array() && !kj.empty(), "config: 'k' must be an integer or a list of integers");
+      c.k.clear();
+      for (const json& v : kj) {
+        LF_CHECK(v.is_number_integer(), "config: 'k' must be an integer or a list of integers");
+        c.k.push_back(v.get<int64_t>());
+      }
+    }
+  }
+  c.validate();
+  return c;
+}
+
+Config Config::load(const std::string& path) {
+  try {
+    return from_json(read_file(path));
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+void Config::save(const std::string& path) const {
+  const std::string text = to_json();
+  write_file_atomic(path, [&](std::ostream& os) { os << text; });
+}
+
+}  // namespace lf

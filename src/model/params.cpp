@@ -1,0 +1,101 @@
+#include <string>
+
+#include "linformer/model.h"
+
+namespace lf {
+
+namespace {
+
+struct TableBuilder {
+  std::vector<ParamInfo> t;
+  size_t offset = 0;
+  void add(const std::string& name, std::vector<int64_t> shape, Init init, bool decay) {
+    ParamInfo p;
+    p.name = name;
+    p.shape = std::move(shape);
+    p.numel = 1;
+    for (int64_t d : p.shape) p.numel *= static_cast<size_t>(d);
+    p.offset = offset;
+    // Keep every tensor 64-byte aligned inside the flat buffer.
+    offset += (p.numel + 15) / 16 * 16;
+    p.init = init;
+    p.decay = decay;
+    t.push_back(std::move(p));
+  }
+  void linear(const std::string& prefix, int64_t out, int64_t in) {
+    add(prefix + ".weight", {out, in}, Init::normal, true);
+    add(prefix + ".bias", {out}, Init::zeros, false);
+  }
+  void layernorm(const std::string& prefix, int64_t c) {
+    add(prefix + ".weight", {c}, Init::ones, false);
+    add(prefix + ".bias", {c}, Init::zeros, false);
+  }
+  // One Linformer projection tensor: `heads` (0: no head axis) x k x n, or conv kernels.
+  void projection(const std::string& name, const Config& c, int64_t heads, int64_t k) {
+    if (c.projection == Projection::mean_pool || c.projection == Projection::max_pool) return;
+    std::vector<int64_t> shape;
+    if (heads > 0) shape.push_back(heads);
+    if (c.projection == Projection::linear) {
+      shape.push_back(k);
+      shape.push_back(c.max_len);
+      add(name, shape, Init::proj_normal, true);
+    } else {
+      shape.push_back(c.max_len / k);
+      add(name, shape, Init::conv_mean, true);
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<ParamInfo> param_table(const Config& c) {
+  c.validate();
+  TableBuilder b;
+  const int64_t D = c.d_model;
+  b.add("roberta.embeddings.word_embeddings.weight", {c.vocab_size, D}, Init::normal, true);
+  b.add("roberta.embeddings.position_embeddings.weight", {c.max_len + c.position_offset, D},
+        Init::normal, true);
+  b.add("roberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, D}, Init::normal,
+        true);
+  b.layernorm("roberta.embeddings.LayerNorm", D);
+  if (c.is_linformer() && c.sharing == Sharing::layerwise)
+    b.projection("roberta.encoder.kv_proj.weight", c, 0, c.k_of(0));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "roberta.encoder.layer." + std::to_string(l) + ".";
+    b.linear(p + "attention.self.query", D, D);
+    b.linear(p + "attention.self.key", D, D);
+    b.linear(p + "attention.self.value", D, D);
+    if (c.is_linformer()) {
+      const int64_t k = c.k_of(l);
+      switch (c.sharing) {
+        case Sharing::none:
+          b.projection(p + "attention.self.key_proj.weight", c, c.n_heads, k);
+          b.projection(p + "attention.self.value_proj.weight", c, c.n_heads, k);
+          break;
+        case Sharing::headwise:
+          b.projection(p + "attention.self.key_proj.weight", c, 0, k);
+          b.projection(p + "attention.self.value_proj.weight", c, 0, k);
+          break;
+        case Sharing::kv:
+          b.projection(p + "attention.self.kv_proj.weight", c, 0, k);
+          break;
+        case Sharing::layerwise:
+          break;
+      }
+    }
+    b.linear(p + "attention.output.dense", D, D);
+    b.layernorm(p + "attention.output.LayerNorm", D);
+    b.linear(p + "intermediate.dense", c.d_ff, D);
+    b.linear(p + "output.dense", D, c.d_ff);
+    b.layernorm(p + "output.LayerNorm", D);
+  }
+  if (c.norm == NormPlacement::pre) b.layernorm("roberta.encoder.final_layer_norm", D);
+  b.linear("lm_head.dense", D, D);
+  b.layernorm("lm_head.layer_norm", D);
+  b.add("lm_head.bias", {c.vocab_size}, Init::zeros, false);
+  b.linear("classifier.dense", D, D);
+  b.linear("classifier.out_proj", c.num_classes, D);
+  return b.t;
+}
+
+}  // namespace lf

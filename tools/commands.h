@@ -1,0 +1,9 @@
+// Subcommand registration. Each add_* defines options and a callback that does the work.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace lf::cli {
+void add_init(CLI::App& app);
+void add_forward(CLI::App& app);
+void add_info(CLI::App& app);
+}  // namespace lf::cli

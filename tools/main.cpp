@@ -1,0 +1,30 @@
+// linformer: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "linformer: Linformer (linear-complexity self-attention) Transformer encoders in C++.\n"
+      "Run `linformer <command> --help` for the options of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "linformer 0.1.0");
+  lf::cli::add_init(app);
+  lf::cli::add_forward(app);
+  lf::cli::add_info(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const lf::Error& e) {
+    std::fprintf(stderr, "linformer: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "linformer: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
