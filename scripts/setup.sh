@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh [--test]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev
-      libcli11-dev libgtest-dev)
+      libcli11-dev libgtest-dev libsentencepiece-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3-torch python3-numpy)
 fi

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -14,11 +15,15 @@ namespace lf::cli {
 
 void add_forward(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "forward",
-      "Run the encoder on token ids and write hidden states and MLM logits.\n"
-      "IN holds input_ids [B,N] (int32 or int64) and optionally attention_mask [B,N]\n"
-      "(1 = real token, 0 = padding). OUT receives hidden_states [B,N,D] and mlm_logits\n"
-      "[B,N,V] (float32); with --classify also class_logits [B,C].");
+      "forward", "Run the encoder on token ids; write hidden states and MLM logits.");
+  cmd->footer(
+      "--input FILE is a safetensors file holding input_ids [B,N] (I32 or I64, ids in\n"
+      "[0, vocab_size), N <= max_len) and optionally attention_mask [B,N] (integer or float;\n"
+      "1 = real token, 0 = padding). --out FILE receives, as F32: hidden_states [B,N,D],\n"
+      "mlm_logits [B,N,V] (unless --no-logits) and, with --classify, class_logits [B,C].\n"
+      "The folder must hold every tensor these outputs need (docs/checkpoint.md).\n"
+      "Example:\n"
+      "  linformer forward --model runs/m --input in.safetensors --out out.safetensors");
   struct Opts {
     std::string model, input, out;
     bool classify = false, no_logits = false;
@@ -26,58 +31,96 @@ void add_forward(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Model folder")->required()->check(CLI::ExistingDirectory);
-  auto* input = cmd->add_option("--input", o->input, "Input safetensors file")->check(CLI::ExistingFile);
+  cmd->add_option("--model", o->model, "Model folder (config.json + model.safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  auto* input =
+      cmd->add_option("--input", o->input,
+                      "Safetensors file with input_ids [B,N] and optional attention_mask [B,N]")
+          ->check(CLI::ExistingFile);
   auto* random = cmd->add_option("--random-batch", o->random_batch,
                                  "Instead of --input: B N random token ids (smoke tests, timing)")
                      ->expected(2);
   input->excludes(random);
   cmd->add_option("--seed", o->seed, "Seed of --random-batch ids")->capture_default_str();
-  cmd->add_option("--out", o->out, "Output safetensors file")->required();
+  cmd->add_option("--out", o->out, "Output safetensors file (replaced atomically)")->required();
   cmd->add_flag("--classify", o->classify, "Also write class_logits from the classification head");
   cmd->add_flag("--no-logits", o->no_logits, "Skip mlm_logits (they are B*N*V floats)");
   cmd->callback([o] {
-    LoadOptions lo;
-    lo.init_missing = false;
-    auto model = load_model(o->model, lo);
-    const Config& cfg = model->config();
     LF_CHECK(!o->input.empty() || !o->random_batch.empty(),
              "forward: give --input FILE or --random-batch B N");
+    LoadOptions lo;
+    lo.init_missing = true;  // then refused below if an output needs what the file lacks
+    LoadReport rep;
+    auto model = load_model(o->model, lo, &rep);
+    const Config& cfg = model->config();
+    std::vector<std::string> lacking;
+    for (const std::string& n : rep.initialised) {
+      const bool head_lm = n.rfind("lm_head.", 0) == 0, head_cls = n.rfind("classifier.", 0) == 0;
+      if ((!head_lm && !head_cls) || (head_lm && !o->no_logits) || (head_cls && o->classify))
+        lacking.push_back(n);
+    }
+    if (!lacking.empty()) {
+      std::string list;
+      for (size_t i = 0; i < lacking.size() && i < 8; ++i) list += "\n  " + lacking[i];
+      if (lacking.size() > 8) list += "\n  ... and " + std::to_string(lacking.size() - 8) + " more";
+      const std::string cfg_json = o->model + "/config.json";
+      fail("model folder ", o->model, ": model.safetensors lacks ", lacking.size(),
+           " tensor(s) needed for the requested outputs:", list,
+           "\nCreate a complete folder with `linformer init --config ",
+           std::filesystem::exists(cfg_json) ? cfg_json : std::string("CONFIG"), " --from ",
+           o->model, "/model.safetensors --out NEW_FOLDER`",
+           " (missing tensors are then freshly initialised).");
+    }
     std::vector<int64_t> shape;
     std::vector<int64_t> ids64;
     std::unique_ptr<SafeTensorsReader> reader;
+    const std::string src = o->input.empty() ? std::string("--random-batch") : o->input;
     if (!o->input.empty()) {
       reader = std::make_unique<SafeTensorsReader>(o->input);
+      if (!reader->has("input_ids")) {
+        std::string found;
+        for (const std::string& n : reader->names()) found += (found.empty() ? "" : ", ") + n;
+        fail(o->input, ": no tensor 'input_ids' [B, N] (the file holds: ",
+             found.empty() ? "no tensors" : found, ")");
+      }
       ids64 = reader->read_i64("input_ids", &shape);
     } else {
       shape = o->random_batch;
-      LF_CHECK(shape[0] > 0 && shape[1] > 0, "forward: --random-batch needs B > 0 and N > 0");
-      ids64.resize(static_cast<size_t>(shape[0] * shape[1]));
+    }
+    LF_CHECK(shape.size() == 2, src, ": input_ids must have shape [B, N], got ",
+             shape_to_string(shape));
+    const int64_t B = shape[0], N = shape[1];
+    LF_CHECK(B > 0 && N > 0, src, ": input_ids shape ", shape_to_string(shape),
+             " is empty; need B > 0 and N > 0");
+    LF_CHECK(N <= cfg.max_len, src, ": sequence length N = ", N, " exceeds the model's max_len ",
+             cfg.max_len);
+    LF_CHECK(B <= (int64_t{1} << 40) / N, src, ": batch of ", B, " x ", N, " tokens is too large");
+    if (o->input.empty()) {
+      ids64.resize(static_cast<size_t>(B * N));
       for (size_t i = 0; i < ids64.size(); ++i)
         ids64[i] = static_cast<int64_t>(rng_bits(o->seed, 0, i) % cfg.vocab_size);
     }
-    LF_CHECK(shape.size() == 2, o->input, ": input_ids must have shape [B, N], got ",
-             shape_to_string(shape));
-    const int64_t B = shape[0], N = shape[1];
-    LF_CHECK(N <= cfg.max_len, o->input, ": sequence length ", N, " exceeds the model's max_len ",
-             cfg.max_len);
     std::vector<int32_t> ids(ids64.size());
     for (size_t i = 0; i < ids.size(); ++i) {
-      LF_CHECK(ids64[i] >= 0 && ids64[i] < cfg.vocab_size, o->input, ": input_ids[", i, "] = ",
-               ids64[i], " is outside the vocabulary [0, ", cfg.vocab_size, ")");
+      LF_CHECK(ids64[i] >= 0 && ids64[i] < cfg.vocab_size, src, ": input_ids[", i / N, ", ", i % N,
+               "] = ", ids64[i], " is outside the vocabulary [0, ", cfg.vocab_size, ")");
       ids[i] = static_cast<int32_t>(ids64[i]);
     }
     std::vector<float> mask;
     if (reader && reader->has("attention_mask")) {
-      std::vector<int64_t> mshape;
-      std::vector<int64_t> m = reader->read_i64("attention_mask", &mshape);
-      LF_CHECK(mshape == shape, o->input, ": attention_mask has shape ", shape_to_string(mshape),
-               " but input_ids has ", shape_to_string(shape));
-      mask.resize(m.size());
-      for (size_t i = 0; i < m.size(); ++i) {
-        LF_CHECK(m[i] == 0 || m[i] == 1, o->input, ": attention_mask must hold 0 or 1");
-        mask[i] = static_cast<float>(m[i]);
+      const TensorInfo& mi = reader->info("attention_mask");
+      LF_CHECK(mi.shape == shape, o->input, ": attention_mask has shape ",
+               shape_to_string(mi.shape), " but input_ids has ", shape_to_string(shape));
+      if (dtype_is_float(mi.dtype)) {
+        mask = reader->read_f32("attention_mask");
+      } else {
+        std::vector<int64_t> m = reader->read_i64("attention_mask");
+        mask.assign(m.begin(), m.end());
       }
+      for (size_t i = 0; i < mask.size(); ++i)
+        LF_CHECK(mask[i] == 0.f || mask[i] == 1.f, o->input, ": attention_mask[", i / N, ", ",
+                 i % N, "] = ", mask[i], "; it must hold 0 (padding) or 1 (real token)");
     }
     Batch batch{ids.data(), mask.empty() ? nullptr : mask.data(), B, N};
     const auto t0 = std::chrono::steady_clock::now();

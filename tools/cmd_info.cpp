@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <memory>
+#include <set>
 
 #include "commands.h"
 #include "io/safetensors.h"
@@ -10,19 +11,38 @@ namespace lf::cli {
 
 void add_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Describe a model folder: configuration and tensors.");
+  cmd->footer(
+      "Prints the configuration, then every parameter tensor with its shape, marking those the\n"
+      "file lacks (they would be freshly initialised on load), then the file's tensors the\n"
+      "model does not use. Fails with the reason when the folder does not load\n"
+      "(docs/checkpoint.md).");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("--model", *dir, "Model folder")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", *dir, "Model folder (config.json + model.safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   cmd->callback([dir] {
     LoadOptions lo;
-    lo.init_missing = false;
-    auto model = load_model(*dir, lo);
+    lo.init_missing = true;
+    LoadReport rep;
+    auto model = load_model(*dir, lo, &rep);
+    const std::set<std::string> absent(rep.initialised.begin(), rep.initialised.end());
     std::printf("%s", model->config().to_json().c_str());
     size_t total = 0;
     for (const ParamInfo& p : model->params()) {
-      std::printf("%-64s %s\n", p.name.c_str(), shape_to_string(p.shape).c_str());
+      std::printf("%-64s %-16s%s\n", p.name.c_str(), shape_to_string(p.shape).c_str(),
+                  absent.count(p.name) ? " absent (freshly initialised on load)" : "");
       total += p.numel;
     }
     std::printf("%zu tensors, %zu parameters\n", model->params().size(), total);
+    if (!absent.empty())
+      std::printf(
+          "%zu tensor(s) absent from the file; `linformer init --from` writes a complete "
+          "folder\n",
+          absent.size());
+    if (!rep.ignored.empty()) {
+      std::printf("%zu tensor(s) in the file not used by this model:\n", rep.ignored.size());
+      for (const std::string& n : rep.ignored) std::printf("  %s\n", n.c_str());
+    }
   });
 }
 

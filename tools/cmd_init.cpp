@@ -1,32 +1,106 @@
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "commands.h"
+#include "core/error.h"
+#include "io/file_util.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
 
 namespace lf::cli {
 
+namespace {
+
+// The configuration: the file (or the defaults), then each KEY=VALUE override. VALUE is read
+// as JSON when it parses (numbers, true/false, lists such as [64,32]) and as a string otherwise.
+Config build_config(const std::string& path, const std::vector<std::string>& sets) {
+  using nlohmann::json;
+  const std::string where = path.empty() ? std::string("default config") : path;
+  json j = json::object();
+  if (!path.empty()) {
+    try {
+      j = json::parse(read_file(path));
+    } catch (const json::exception& e) {
+      fail(path, ": config: not valid JSON: ", e.what());
+    }
+    LF_CHECK(j.is_object(), path, ": config: expected a JSON object");
+  }
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
+    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+    json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
+    j[key] = v.is_discarded() ? json(value) : v;
+  }
+  try {
+    return Config::from_json(j.dump());
+  } catch (const Error& e) {
+    fail(where, sets.empty() ? "" : " with --set overrides", ": ", e.what());
+  }
+}
+
+void print_list(const char* title, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::printf("%s (%zu):\n", title, names.size());
+  for (const std::string& n : names) std::printf("  %s\n", n.c_str());
+}
+
+}  // namespace
+
 void add_init(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "init", "Create a freshly initialised model folder (config.json + model.safetensors).");
+      "init", "Create a model folder (config.json + model.safetensors) with fresh weights.");
+  cmd->footer(
+      "Weights follow docs/model.md (Initialisation) and depend only on --seed. With --from,\n"
+      "every tensor found in FILE is taken from it (names and shapes must match the config)\n"
+      "and only the Linformer projections and the heads it lacks are initialised: this turns\n"
+      "a Hugging Face RoBERTa model.safetensors into a complete folder (docs/checkpoint.md).\n"
+      "Example:\n"
+      "  linformer init --config configs/small-linformer.json --set k=64 --seed 1 --out runs/m");
   struct Opts {
-    std::string config, out;
+    std::string config, out, from;
+    std::vector<std::string> sets;
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
-      ->required()
+  cmd->add_option("--config", o->config,
+                  "Model configuration JSON (docs/config.md); without it the defaults are used")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--set", o->sets,
+                  "KEY=VALUE: override one configuration key (repeatable), e.g. --set k=64 "
+                  "--set attention=standard --set 'k=[64,32]'")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_option("--from", o->from,
+                  "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights")->capture_default_str();
-  cmd->add_option("--out", o->out, "Output folder (created if needed)")->required();
+  cmd->add_option("--out", o->out, "Output folder (created if needed; existing files replaced)")
+      ->required();
   cmd->callback([o] {
-    Config cfg = Config::load(o->config);
+    const Config cfg = build_config(o->config, o->sets);
     Model model(cfg);
     model.init(o->seed);
+    LoadReport rep;
+    if (!o->from.empty()) {
+      LoadOptions lo;
+      lo.init_missing = true;
+      lo.seed = o->seed;
+      rep = load_weights(model, o->from, lo);
+    }
     save_model(model, o->out);
     std::printf("initialised %s model (%zu parameters) in %s\n", to_string(cfg.attention),
                 model.num_params(), o->out.c_str());
+    if (!o->from.empty()) {
+      std::printf("%zu of %zu tensors taken from %s\n",
+                  model.params().size() - rep.initialised.size(), model.params().size(),
+                  o->from.c_str());
+      print_list("freshly initialised (not in the file)", rep.initialised);
+      print_list("ignored (in the file, not used by this model)", rep.ignored);
+    }
   });
 }
 

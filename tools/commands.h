@@ -6,4 +6,7 @@ namespace lf::cli {
 void add_init(CLI::App& app);
 void add_forward(CLI::App& app);
 void add_info(CLI::App& app);
+void add_bench(CLI::App& app);
+void add_tokenizer(CLI::App& app);
+void add_pretrain(CLI::App& app);
 }  // namespace lf::cli

@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   lf::cli::add_init(app);
   lf::cli::add_forward(app);
   lf::cli::add_info(app);
+  lf::cli::add_bench(app);
+  lf::cli::add_tokenizer(app);
+  lf::cli::add_pretrain(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -75,6 +75,20 @@ class Model {
 
   // Bytes the engine holds for activations and scratch at its largest shape so far.
   size_t activation_bytes() const;
+  // Bytes of activations and scratch forward() would need for a batch of shape (B, N)
+  // (padded: an attention mask with padding is given), computed without allocating: the
+  // dry run used to size batches to a memory budget. Independent of the current state.
+  size_t forward_bytes(int64_t B, int64_t N, bool train, bool padded = false) const;
+  // Bytes of parameter storage, plus gradient storage once it exists (it is allocated on
+  // the first training forward or gradient access; inference never allocates it).
+  size_t param_bytes() const;
+
+  // Inference option for standard attention: compute it exactly with the streaming (online)
+  // softmax over key blocks, the FlashAttention idea, in O(rows x block) workspace instead of
+  // one N x N score tile per head. Same function (to float rounding); training (train = true)
+  // is unaffected. No effect on Linformer attention. Off by default.
+  void set_streaming_attention(bool on);
+  bool streaming_attention() const;
 
  private:
   struct Impl;

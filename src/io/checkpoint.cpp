@@ -15,8 +15,8 @@ namespace {
 // Parameters that may be absent from a file and freshly initialised instead.
 bool may_init(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  return has("key_proj") || has("value_proj") || has("kv_proj") ||
-         name.rfind("lm_head.", 0) == 0 || name.rfind("classifier.", 0) == 0;
+  return has("key_proj") || has("value_proj") || has("kv_proj") || name.rfind("lm_head.", 0) == 0 ||
+         name.rfind("classifier.", 0) == 0;
 }
 
 }  // namespace
@@ -25,40 +25,78 @@ void save_model(Model& model, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   LF_CHECK(!ec, "cannot create folder ", dir, ": ", ec.message());
+  LF_CHECK(fs::is_directory(dir), "cannot save a model in ", dir, ": it is not a folder");
   SafeTensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("linformer_config", model.config().to_json());
   for (const ParamInfo& p : model.params())
     w.add_f32(p.name, p.shape, model.param_data() + p.offset);
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
   w.write((fs::path(dir) / "model.safetensors").string());
-  model.config().save((fs::path(dir) / "config.json").string());
+  try {
+    model.config().save(cfg_path);
+  } catch (const Error& e) {
+    // The weights were replaced; a stale config.json could now contradict them. Without it
+    // the folder loads with the configuration stored in the weights' metadata.
+    std::error_code rm;
+    fs::remove(cfg_path, rm);
+    fail(e.what(), " (model.safetensors was written; ",
+         rm ? "the old config.json could not be removed and may not match it"
+            : "the old config.json was removed, its metadata holds the configuration",
+         ")");
+  }
 }
 
 LoadReport load_weights(Model& model, const std::string& path, const LoadOptions& opt) {
   SafeTensorsReader r(path);
+  // A checkpoint saved from Hugging Face's bare RobertaModel names the encoder tensors without
+  // the "roberta." prefix ("embeddings.word_embeddings.weight", "encoder.layer.0...").
+  const std::string prefix = "roberta.";
+  const bool bare = !r.has(prefix + "embeddings.word_embeddings.weight") &&
+                    r.has("embeddings.word_embeddings.weight");
+  auto file_name = [&](const std::string& name) {
+    return bare && name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+  };
   LoadReport rep;
   std::vector<std::string> missing;
-  std::set<std::string> used;
+  std::set<std::string> used;  // file names
+  // Check every tensor before copying any, so that a failed load leaves the model unchanged.
   for (const ParamInfo& p : model.params()) {
-    if (!r.has(p.name)) {
+    const std::string fname = file_name(p.name);
+    if (!r.has(fname)) {
       if (opt.init_missing && may_init(p.name))
         rep.initialised.push_back(p.name);
       else
         missing.push_back(p.name);
       continue;
     }
-    try {
-      r.read_f32(p.name, p.shape, model.param_data() + p.offset);
-    } catch (const Error& e) {
-      fail(e.what(), " (does config.json match this checkpoint?)");
-    }
-    used.insert(p.name);
+    const TensorInfo& t = r.info(fname);
+    LF_CHECK(t.shape == p.shape, path, ": tensor '", fname, "' has shape ",
+             shape_to_string(t.shape), ", expected ", shape_to_string(p.shape),
+             " (does the model configuration (config.json) match this checkpoint?)");
+    LF_CHECK(dtype_is_float(t.dtype), path, ": tensor '", fname, "' has dtype ",
+             dtype_name(t.dtype), "; parameters must be F32, F16, BF16 or F64");
+    used.insert(fname);
   }
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 8; ++i) list += "\n  " + missing[i];
     if (missing.size() > 8) list += "\n  ... and " + std::to_string(missing.size() - 8) + " more";
-    fail(path, ": ", missing.size(), " tensor(s) the model needs are missing:", list);
+    std::string hint;
+    if (used.empty()) {
+      const std::vector<std::string> names = r.names();
+      hint = "\nNo tensor of the model is in the file, which holds " +
+             std::to_string(names.size()) + " tensor(s)";
+      for (size_t i = 0; i < names.size() && i < 3; ++i)
+        hint += (i ? ", '" : ": '") + names[i] + "'";
+      if (names.size() > 3) hint += ", ...";
+      hint += "; names must follow docs/checkpoint.md.";
+    }
+    fail(path, ": ", missing.size(), " tensor(s) the model needs are missing:", list, hint);
+  }
+  for (const ParamInfo& p : model.params()) {
+    const std::string fname = file_name(p.name);
+    if (used.count(fname)) r.read_f32(fname, p.shape, model.param_data() + p.offset);
   }
   for (const std::string& n : r.names())
     if (!used.count(n)) rep.ignored.push_back(n);
@@ -68,7 +106,8 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
 
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt,
                                   LoadReport* report) {
-  LF_CHECK(fs::is_directory(dir), "model folder ", dir, " does not exist");
+  LF_CHECK(fs::is_directory(dir), "model folder ", dir,
+           fs::exists(dir) ? " is not a folder" : " does not exist");
   const fs::path weights = fs::path(dir) / "model.safetensors";
   const fs::path cfg_path = fs::path(dir) / "config.json";
   LF_CHECK(fs::exists(weights), "model folder ", dir, " has no model.safetensors");
@@ -80,7 +119,11 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt
     auto it = r.metadata().find("linformer_config");
     LF_CHECK(it != r.metadata().end(), "model folder ", dir,
              " has no config.json and its checkpoint holds no configuration");
-    cfg = Config::from_json(it->second);
+    try {
+      cfg = Config::from_json(it->second);
+    } catch (const Error& e) {
+      fail(weights.string(), ": metadata 'linformer_config': ", e.what());
+    }
   }
   auto model = std::make_unique<Model>(cfg);
   LoadReport rep = load_weights(*model, weights.string(), opt);

@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "kernels/gemm.h"
+#include "kernels/vec_math.h"
 
 namespace lf {
 
@@ -46,15 +47,19 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
       float* y = out + r * C;
+      // Two passes with double accumulators (vectorised), then one fused normalise pass.
       double s = 0.0;
+#pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < C; ++i) s += x[i];
       const float m = static_cast<float>(s / C);
       double v = 0.0;
+#pragma omp simd reduction(+ : v)
       for (int64_t i = 0; i < C; ++i) {
         const float d = x[i] - m;
         v += static_cast<double>(d) * d;
       }
       const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
+#pragma omp simd
       for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
       if (mean) mean[r] = m;
       if (rstd) rstd[r] = rs;
@@ -100,10 +105,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float x = inp[i];
-      out[i] = 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
-    }
+    vm::gelu_n(out + i0, inp + i0, i1 - i0);
   });
 }
 
@@ -127,28 +129,45 @@ void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) 
   for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i] * (1.f - out[i] * out[i]);
 }
 
+namespace {
+// One row of softmax_forward: y = softmax(scale * x) over unmasked keys, masked keys 0.
+void softmax_row(float* y, const float* x, int64_t cols, float scale, const float* key_mask) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+  if (key_mask) {
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, key_mask[j] != 0.f ? x[j] * scale : kNegInf);
+  } else {
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, x[j] * scale);
+  }
+  if (mx == kNegInf) {  // every key masked
+    std::fill(y, y + cols, 0.f);
+    return;
+  }
+  // y = scale * x - mx (masked: -inf, which exp maps to exactly 0), then exp in place.
+  if (key_mask) {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] = key_mask[j] != 0.f ? x[j] * scale - mx : kNegInf;
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] = x[j] * scale - mx;
+  }
+  vm::exp_n(y, y, cols);
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < cols; ++j) sum += y[j];
+  const float inv = 1.f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+}
+}  // namespace
+
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
                      const float* key_mask) {
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* x = inp + r * cols;
-      float* y = out + r * cols;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < cols; ++j)
-        if (!key_mask || key_mask[j] != 0.f) mx = std::max(mx, x[j] * scale);
-      if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-        std::fill(y, y + cols, 0.f);
-        continue;
-      }
-      float sum = 0.f;
-      for (int64_t j = 0; j < cols; ++j) {
-        const float e = (!key_mask || key_mask[j] != 0.f) ? std::exp(x[j] * scale - mx) : 0.f;
-        y[j] = e;
-        sum += e;
-      }
-      const float inv = 1.f / sum;
-      for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      softmax_row(out + r * cols, inp + r * cols, cols, scale, key_mask);
   });
 }
 

@@ -7,12 +7,14 @@
 #include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 
 namespace lf {
 
-int64_t attention_scratch_floats(const AttnDims& d) {
-  // Two N x Lk tiles (probabilities / their gradient), rounded to 64 bytes.
-  return (2 * d.N * d.Lk + 15) / 16 * 16;
+int64_t attention_scratch_floats(const AttnDims& d, bool dropout) {
+  // Two N x Lk tiles (probabilities / their gradient or dropped-out copy), rounded to 64 bytes;
+  // one tile suffices for a forward pass without dropout.
+  return ((dropout ? 2 : 1) * d.N * d.Lk + 15) / 16 * 16;
 }
 
 namespace {
@@ -23,7 +25,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch) {
   const int64_t tile = d.N * d.Lk;
-  const int64_t per_thread = attention_scratch_floats(d);
+  const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
     float* s = scratch + thread_id() * per_thread;
     for (int64_t bh = i0; bh < i1; ++bh) {
@@ -81,6 +83,167 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
       gemm(true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);
     }
   });
+}
+
+int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d) {
+  return (rows * d.Lk + 15) / 16 * 16;
+}
+
+void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
+                    const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
+                    float scale, float* work) {
+  const int64_t rows = i1 - i0, Lk = d.Lk;
+  const float* km = key_mask ? key_mask + b * Lk : nullptr;
+  for (int64_t h = 0; h < d.H; ++h) {
+    const float* kb = kk + b * Lk * d.D + h * d.Dh;
+    const float* vb = vv + b * Lk * d.D + h * d.Dh;
+    gemm(false, true, rows, Lk, d.Dh, 1.f, q + h * d.Dh, d.D, kb, d.D, 0.f, work, Lk);
+    if (d.causal) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t seen = std::min(i0 + r + 1, Lk);
+        softmax_forward(work + r * Lk, work + r * Lk, 1, seen, scale, km);
+        std::fill(work + r * Lk + seen, work + (r + 1) * Lk, 0.f);
+      }
+    } else {
+      softmax_forward(work, work, rows, Lk, scale, km);
+    }
+    gemm(false, false, rows, d.Dh, Lk, 1.f, work, Lk, vb, d.D, 0.f, ctx + h * d.Dh, d.D);
+  }
+}
+
+int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
+  return (rows * kStreamKeyBlock + 2 * rows + 15) / 16 * 16;
+}
+
+void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
+                              const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
+                              int64_t i1, float scale, float* work) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t rows = i1 - i0, Lk = d.Lk, kb = kStreamKeyBlock, Dh = d.Dh, D = d.D;
+  float* S = work;                // [rows, kb] scores, then weights
+  float* m = work + rows * kb;    // running max of scale * score, per row
+  float* l = m + rows;            // running sum of weights, per row
+  const float* km = key_mask ? key_mask + b * Lk : nullptr;
+  // Keys a row may see: all, or j <= i when causal.
+  const int64_t key_end = d.causal ? std::min(Lk, i1) : Lk;
+  for (int64_t h = 0; h < d.H; ++h) {
+    float* O = ctx + h * Dh;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(O + r * D, O + r * D + Dh, 0.f);
+      m[r] = kNegInf;
+      l[r] = 0.f;
+    }
+    const float* kh = kk + b * Lk * D + h * Dh;
+    const float* vh = vv + b * Lk * D + h * Dh;
+    for (int64_t j0 = 0; j0 < key_end; j0 += kb) {
+      const int64_t cols = std::min(kb, key_end - j0);
+      const float* mj = km ? km + j0 : nullptr;
+      if (mj) {
+        bool any = false;
+        for (int64_t j = 0; j < cols && !any; ++j) any = mj[j] != 0.f;
+        if (!any) continue;  // a fully padded key block contributes nothing
+      }
+      gemm(false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh + j0 * D, D, 0.f, S, kb);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* s = S + r * kb;
+        // Columns this row may see in the block (causal: keys up to its own position).
+        const int64_t lim = d.causal ? std::max<int64_t>(0, std::min(cols, i0 + r + 1 - j0)) : cols;
+        float bm = kNegInf;
+        if (mj) {
+#pragma omp simd reduction(max : bm)
+          for (int64_t j = 0; j < lim; ++j) bm = std::max(bm, mj[j] != 0.f ? s[j] * scale : kNegInf);
+        } else {
+#pragma omp simd reduction(max : bm)
+          for (int64_t j = 0; j < lim; ++j) bm = std::max(bm, s[j] * scale);
+        }
+        if (bm == kNegInf) {  // nothing visible in this block: zero weights, state unchanged
+          std::fill(s, s + cols, 0.f);
+          continue;
+        }
+        const float mnew = std::max(m[r], bm);
+        if (mj) {
+#pragma omp simd
+          for (int64_t j = 0; j < lim; ++j) s[j] = mj[j] != 0.f ? s[j] * scale - mnew : kNegInf;
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < lim; ++j) s[j] = s[j] * scale - mnew;
+        }
+        vm::exp_n(s, s, lim);
+        std::fill(s + lim, s + cols, 0.f);
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < lim; ++j) sum += s[j];
+        if (mnew > m[r]) {
+          const float alpha = vm::exp_scalar(m[r] - mnew);  // 0 on the first visible block
+          float* o = O + r * D;
+          if (l[r] != 0.f) {
+#pragma omp simd
+            for (int64_t c = 0; c < Dh; ++c) o[c] *= alpha;
+          }
+          l[r] *= alpha;
+          m[r] = mnew;
+        }
+        l[r] += sum;
+      }
+      gemm(false, false, rows, Dh, cols, 1.f, S, kb, vh + j0 * D, D, 1.f, O, D);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = O + r * D;
+      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+#pragma omp simd
+      for (int64_t c = 0; c < Dh; ++c) o[c] *= inv;
+    }
+  }
+}
+
+void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
+                                 const float* key_mask, const AttnDims& d, float scale,
+                                 float* scratch) {
+  const int64_t qb = kStreamQueryBlock;
+  const int64_t nb = (d.N + qb - 1) / qb;
+  const int64_t per_thread = attention_streaming_work_floats(qb, d);
+  parallel_for(0, d.B * nb, 1, [&](int64_t t0, int64_t t1) {
+    float* w = scratch + thread_id() * per_thread;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / nb, i0 = (t % nb) * qb, i1 = std::min(d.N, i0 + qb);
+      const int64_t off = (b * d.N + i0) * d.D;
+      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d, b, i0, i1, scale, w);
+    }
+  });
+}
+
+void seq_project_forward_lowmem(float* out, int64_t ldo, float* em, const float* E, int64_t ldE,
+                                const float* x, int64_t ldx, const float* mask, int64_t B,
+                                int64_t N, int64_t K, int64_t C, float* scratch, int64_t tchunk) {
+  if (!mask) {
+    seq_project_forward(out, ldo, em, nullptr, E, ldE, x, ldx, nullptr, B, N, K, C);
+    return;
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    const float* m = mask + b * N;
+    float* ob = out + b * K * ldo;
+    for (int64_t j = 0; j < K; ++j) std::fill(ob + j * ldo, ob + j * ldo + C, 0.f);
+    if (em) std::fill(em + b * K, em + (b + 1) * K, 0.f);
+    for (int64_t t0 = 0; t0 < N; t0 += tchunk) {
+      const int64_t tc = std::min(tchunk, N - t0);
+      bool any = false;
+      for (int64_t t = t0; t < t0 + tc && !any; ++t) any = m[t] != 0.f;
+      if (!any) continue;
+      parallel_for(0, K, 16, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* e = E + j * ldE + t0;
+          float* sj = scratch + j * tc;
+          float s = 0.f;
+          for (int64_t t = 0; t < tc; ++t) {
+            sj[t] = e[t] * m[t0 + t];
+            s += sj[t];
+          }
+          if (em) em[b * K + j] += s;
+        }
+      });
+      gemm(false, false, K, C, tc, 1.f, scratch, tc, x + (b * N + t0) * ldx, ldx, 1.f, ob, ldo);
+    }
+  }
 }
 
 void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const float* E,

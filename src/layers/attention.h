@@ -24,7 +24,38 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream,
                         float* scratch);
-int64_t attention_scratch_floats(const AttnDims& d);
+// Per-thread scratch of attention_forward/backward: two N x Lk tiles, or one when no dropout
+// is applied (inference).
+int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);
+
+// ---- Row-block attention (inference). q and ctx point at the rows' first element and have
+// row stride D; kk, vv [B,Lk,D] and key_mask [B,Lk] (or null) are the whole batch. The rows are
+// queries [i0, i1) of batch element b; every head is computed. Both run serially (call them
+// from inside a parallel region, one row block per thread).
+
+// Scores of the rows against all Lk keys at once: work holds (i1 - i0) * Lk floats.
+void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
+                    const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
+                    float scale, float* work);
+int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
+
+// Exact attention with the streaming (online) softmax over blocks of kStreamKeyBlock keys,
+// the FlashAttention idea: the same function as attention_rows (to rounding), with
+// O(rows * block) workspace whatever Lk is. Padded keys get weight 0; rows whose keys are all
+// masked give 0; d.causal is honoured.
+constexpr int64_t kStreamKeyBlock = 256;
+constexpr int64_t kStreamQueryBlock = 128;
+void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
+                              const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
+                              int64_t i1, float scale, float* work);
+int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
+
+// Whole-batch streaming attention (no dropout): parallel over (batch, query blocks of
+// kStreamQueryBlock rows). q, ctx [B,N,D]. scratch: num_threads() *
+// attention_streaming_work_floats(kStreamQueryBlock, d) floats.
+void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
+                                 const float* key_mask, const AttnDims& d, float scale,
+                                 float* scratch);
 
 // Sequence-axis projection with a matrix E [K, ldE] (first N columns used):
 // out_b = E diag(m_b) x_b for every batch element; x [B,N,C] with row stride ldx,
@@ -42,6 +73,13 @@ void seq_project_backward(float* dx, int64_t ldx, float* dE, const float* dout, 
 
 // Max pooling over windows of w positions: out[b,j,c] = max over real t in
 // [j*w, min((j+1)*w, N)) of x[b,t,c], 0 if none; arg keeps the chosen t (or -1).
+// Inference form of seq_project_forward: the same out and em, without the [B,K,N] Ebm
+// buffer. With a mask, E diag(m_b) is formed tchunk columns at a time in scratch
+// (K * tchunk floats); fully padded column blocks are skipped.
+void seq_project_forward_lowmem(float* out, int64_t ldo, float* em, const float* E, int64_t ldE,
+                                const float* x, int64_t ldx, const float* mask, int64_t B,
+                                int64_t N, int64_t K, int64_t C, float* scratch, int64_t tchunk);
+
 void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
                       int64_t N, int64_t K, int64_t w, int64_t C);
 void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,

@@ -78,9 +78,34 @@ struct LayerAct {
   float* f = nullptr;                        // post-norm: ffn_in + FFN branch [R,D]
 };
 
+// Where every activation lives for one (B, N, train) shape: carved from the arena.
+struct Layout {
+  std::vector<LayerAct> acts;
+  std::vector<float*> xs;  // layer inputs x[0..L]
+  float *emb = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr;
+  float* hid = nullptr;  // hidden states [R,D]
+  float *fin_mean = nullptr, *fin_rstd = nullptr;
+  float* scratch = nullptr;  // per-thread attention tiles
+  float* tmp = nullptr;      // [R,D]
+  // Backward buffers.
+  float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
+        *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
+        *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
+        *dH = nullptr, *proj_scratch = nullptr;
+  // Inference: per-thread row-block workspace (see layer_forward_infer).
+  float* work = nullptr;
+  int64_t work_floats = 0;  // per thread
+  int64_t chunk = 0;        // query rows per block
+};
+
+// Inference processes each layer in blocks of at most this many rows of one sequence.
+constexpr int64_t kInferRows = 256;
+// Columns of E diag(m) formed at a time by the low-memory sequence projection.
+constexpr int64_t kProjColumns = 512;
+
 }  // namespace
 
-struct Model::Impl {
+struct Model::Impl : Layout {
   Config cfg;
   std::vector<ParamInfo> table;
   std::unordered_map<std::string, size_t> index;
@@ -100,26 +125,24 @@ struct Model::Impl {
   Buffer<int32_t> ids_copy;
   Buffer<float> mask_copy;
 
-  // Activation arena and its layout.
+  // Activation arena (its layout is the Layout base).
   Arena arena;
-  std::vector<LayerAct> acts;
-  std::vector<float*> xs;  // layer inputs x[0..L]
-  float *emb = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr;
-  float* hid = nullptr;  // hidden states [R,D]
-  float *fin_mean = nullptr, *fin_rstd = nullptr;
-  float* scratch = nullptr;  // per-thread attention tiles
-  float* tmp = nullptr;      // [R,D]
-  // Backward buffers.
-  float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
-        *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
-        *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
-        *dH = nullptr, *proj_scratch = nullptr;
   bool have_grad_batch = false;
+  // Inference option: exact attention with the streaming softmax (standard attention only).
+  bool streaming = false;
 
   // Head workspace.
   Arena head_arena;
 
-  float* grad_of(const float* p) { return grads.data() + (p - params.data()); }
+  // The gradient buffer, allocated (zeroed) on first use.
+  float* gbase() {
+    if (grads.size() != params.size()) {
+      grads.resize(params.size());
+      grads.zero();
+    }
+    return grads.data();
+  }
+  float* grad_of(const float* p) { return gbase() + (p - params.data()); }
 
   float* P(const std::string& name) {
     auto it = index.find(name);
@@ -141,9 +164,8 @@ struct Model::Impl {
       total = std::max(total, table[i].offset + (table[i].numel + 15) / 16 * 16);
     }
     params.resize(total);
-    grads.resize(total);
     params.zero();
-    grads.zero();
+    // Gradients are allocated on first use (ensure_grads): inference never needs them.
     word = P("roberta.embeddings.word_embeddings.weight");
     pos = P("roberta.embeddings.position_embeddings.weight");
     type = P("roberta.embeddings.token_type_embeddings.weight");
@@ -231,7 +253,7 @@ struct Model::Impl {
   }
   // Where the gradient of E goes (null for fixed mean pooling).
   float* slot_dE(Slot& s) {
-    if (cfg.projection == Projection::linear) return grads.data() + s.param->offset;
+    if (cfg.projection == Projection::linear) return gbase() + s.param->offset;
     if (cfg.projection == Projection::conv) return s.deff.data();
     return nullptr;
   }
@@ -249,7 +271,7 @@ struct Model::Impl {
   // Folds a convolution matrix gradient into its kernel gradient, then clears it.
   void reduce_conv_grad(Slot& s) {
     if (cfg.projection != Projection::conv) return;
-    float* dc = grads.data() + s.param->offset;
+    float* dc = gbase() + s.param->offset;
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t j = 0; j < s.k; ++j)
         for (int64_t u = 0; u < s.window; ++u) {
@@ -259,28 +281,33 @@ struct Model::Impl {
     s.deff.zero();
   }
 
-  // Lays out every activation for (B, N, train); with a null arena only counts bytes.
-  size_t carve(Arena* ar) {
+  // Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
+  // there would be fewer than two blocks per thread.
+  static int64_t infer_chunk(int64_t B, int64_t N) {
+    int64_t c = std::min<int64_t>(kInferRows, N);
+    const int64_t want = 2 * num_threads();
+    while (c > 32 && B * ((N + c - 1) / c) < want) c = (c + 1) / 2;
+    return std::max<int64_t>(c, 1);
+  }
+
+  // Lays out every activation for (B, N, train, masked) into `out`; with a null arena only
+  // counts bytes (out then holds null pointers). Returns the bytes needed.
+  size_t carve(Arena* ar, Layout& out, int64_t B, int64_t N, bool train, bool masked) const {
+    if (!train) return carve_infer(ar, out, B, N, masked);
     Carver c{ar};
+    Layout Lo;
     const int64_t R = B * N, D = cfg.d_model, F = cfg.d_ff, H = cfg.n_heads, L = cfg.n_layers;
     int64_t maxK = 0;
     for (auto& l : layers) maxK = std::max(maxK, l.K);
     const int64_t RK = B * maxK;
     const bool pre = cfg.norm == NormPlacement::pre;
-    const int64_t sets = train ? L : 1;
-    acts.assign(L, LayerAct{});
+    Lo.acts.assign(L, LayerAct{});
     int64_t max_tile = 0;
-    for (int64_t s = 0; s < sets; ++s) {
-      LayerAct& A = acts[s];
+    for (int64_t s = 0; s < L; ++s) {
+      LayerAct& A = Lo.acts[s];
       const LayerParams& lp = layers[s];
-      // In inference every layer uses one set, sized for the largest layer.
-      const int64_t K = train ? lp.K : maxK;
-      auto need = [&](Path p) {
-        if (train) return lp.path == p;
-        for (auto& l : layers)
-          if (l.path == p) return true;
-        return false;
-      };
+      const int64_t K = lp.K;
+      auto need = [&](Path p) { return lp.path == p; };
       if (pre) A.ln1 = c.take<float>(R * D);
       A.q = c.take<float>(R * D);
       if (need(Path::standard) || need(Path::project_keys) || need(Path::max_pool)) {
@@ -291,13 +318,13 @@ struct Model::Impl {
         const bool shared = cfg.sharing == Sharing::kv || cfg.sharing == Sharing::layerwise;
         A.xpk = c.take<float>(B * K * D);
         A.emk = c.take<float>(B * K);
-        if (mask) A.ebmk = c.take<float>(B * K * N);
+        if (masked) A.ebmk = c.take<float>(B * K * N);
         if (shared) {
           A.xpv = A.xpk, A.emv = A.emk, A.ebmv = A.ebmk;
         } else {
           A.xpv = c.take<float>(B * K * D);
           A.emv = c.take<float>(B * K);
-          if (mask) A.ebmv = c.take<float>(B * K * N);
+          if (masked) A.ebmv = c.take<float>(B * K * N);
         }
       }
       if (cfg.is_linformer()) {
@@ -310,7 +337,7 @@ struct Model::Impl {
       }
       const int64_t Lk = cfg.is_linformer() ? K : N;
       max_tile = std::max(max_tile, Lk);
-      if (train) A.probs = c.take<float>(B * H * N * Lk);
+      A.probs = c.take<float>(B * H * N * Lk);
       A.ctx = c.take<float>(R * D);
       A.a = c.take<float>(R * D);
       A.mean1 = c.take<float>(R);
@@ -319,48 +346,126 @@ struct Model::Impl {
       A.rstd2 = c.take<float>(R);
       A.ffn_in = c.take<float>(R * D);
       A.h = c.take<float>(R * F);
-      A.g = train ? c.take<float>(R * F) : A.h;
+      A.g = c.take<float>(R * F);
       if (!pre) A.f = c.take<float>(R * D);
     }
-    for (int64_t s = sets; s < L; ++s) acts[s] = acts[0];
-    xs.assign(L + 1, nullptr);
-    if (train) {
-      for (int64_t l = 0; l <= L; ++l) xs[l] = c.take<float>(R * D);
-    } else {
-      float* x0 = c.take<float>(R * D);
-      float* x1 = c.take<float>(R * D);
-      for (int64_t l = 0; l <= L; ++l) xs[l] = (l % 2) ? x1 : x0;
-    }
-    emb = c.take<float>(R * D);
-    emb_mean = c.take<float>(R);
-    emb_rstd = c.take<float>(R);
-    hid = pre ? c.take<float>(R * D) : xs[L];
-    fin_mean = c.take<float>(R);
-    fin_rstd = c.take<float>(R);
-    tmp = c.take<float>(R * D);
+    Lo.xs.assign(L + 1, nullptr);
+    for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = c.take<float>(R * D);
+    Lo.emb = c.take<float>(R * D);
+    Lo.emb_mean = c.take<float>(R);
+    Lo.emb_rstd = c.take<float>(R);
+    Lo.hid = pre ? c.take<float>(R * D) : Lo.xs[L];
+    Lo.fin_mean = c.take<float>(R);
+    Lo.fin_rstd = c.take<float>(R);
+    Lo.tmp = c.take<float>(R * D);
     AttnDims d{B, N, max_tile, D, H, cfg.d_head()};
-    scratch = c.take<float>(attention_scratch_floats(d) * num_threads());
-    if (train) {
-      const int64_t RKD = std::max(R, RK) * D;
-      dhid = c.take<float>(R * D);
-      dres = c.take<float>(R * D);
-      d1 = c.take<float>(R * D);
-      d2 = c.take<float>(R * D);
-      dctx = c.take<float>(R * D);
-      dq = c.take<float>(R * D);
-      dK = c.take<float>(R * D);
-      dV = c.take<float>(R * D);
-      dkk = c.take<float>(RKD);
-      dvv = c.take<float>(RKD);
-      dxpk = c.take<float>(RK * D);
-      dxpv = c.take<float>(RK * D);
-      demk = c.take<float>(RK);
-      demv = c.take<float>(RK);
-      dG = c.take<float>(R * F);
-      dH = c.take<float>(R * F);
-      proj_scratch = c.take<float>(maxK * N);
-    }
+    Lo.scratch = c.take<float>(attention_scratch_floats(d) * num_threads());
+    const int64_t RKD = std::max(R, RK) * D;
+    Lo.dhid = c.take<float>(R * D);
+    Lo.dres = c.take<float>(R * D);
+    Lo.d1 = c.take<float>(R * D);
+    Lo.d2 = c.take<float>(R * D);
+    Lo.dctx = c.take<float>(R * D);
+    Lo.dq = c.take<float>(R * D);
+    Lo.dK = c.take<float>(R * D);
+    Lo.dV = c.take<float>(R * D);
+    Lo.dkk = c.take<float>(RKD);
+    Lo.dvv = c.take<float>(RKD);
+    Lo.dxpk = c.take<float>(RK * D);
+    Lo.dxpv = c.take<float>(RK * D);
+    Lo.demk = c.take<float>(RK);
+    Lo.demv = c.take<float>(RK);
+    Lo.dG = c.take<float>(R * F);
+    Lo.dH = c.take<float>(R * F);
+    Lo.proj_scratch = c.take<float>(maxK * N);
+    out = std::move(Lo);
     return c.bytes;
+  }
+
+  // Inference layout. Layers run one after another on two [R,D] buffers; within a layer only
+  // what every query needs is whole-batch (keys and values, or their projections; for plain
+  // standard attention also Q and the context), and the rest (Q, attention, output map,
+  // LayerNorms, FFN) runs in blocks of `chunk` rows with per-thread workspace. Memory per
+  // token: Linformer (shared E) 2 D floats, streaming 4 D, standard 6 D plus one N x N score
+  // tile per thread; the [R,F] FFN activation and the [B,H,N,Lk] probabilities never exist.
+  size_t carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const {
+    Carver c{ar};
+    Layout Lo;
+    const int64_t R = B * N, D = cfg.d_model, F = cfg.d_ff, H = cfg.n_heads, L = cfg.n_layers;
+    const int64_t T = num_threads();
+    int64_t maxK = 0;
+    for (auto& l : layers) maxK = std::max(maxK, l.K);
+    const bool pre = cfg.norm == NormPlacement::pre;
+    const Path path = layers.empty() ? Path::standard : layers[0].path;
+    const bool stream = streaming && path == Path::standard;
+    Lo.acts.assign(L, LayerAct{});
+    LayerAct& A = Lo.acts[0];
+    if (pre) A.ln1 = c.take<float>(R * D);
+    switch (path) {
+      case Path::standard:
+        A.k = c.take<float>(R * D);
+        A.v = c.take<float>(R * D);
+        if (!stream) {
+          A.q = c.take<float>(R * D);
+          A.ctx = c.take<float>(R * D);
+          AttnDims d{B, N, N, D, H, cfg.d_head()};
+          Lo.scratch = c.take<float>(attention_scratch_floats(d, false) * T);
+        }
+        break;
+      case Path::project_input: {
+        const bool shared = cfg.sharing == Sharing::kv || cfg.sharing == Sharing::layerwise;
+        A.xpk = c.take<float>(B * maxK * D);
+        A.emk = c.take<float>(B * maxK);
+        if (shared) {
+          A.xpv = A.xpk, A.emv = A.emk;
+        } else {
+          A.xpv = c.take<float>(B * maxK * D);
+          A.emv = c.take<float>(B * maxK);
+        }
+        if (masked) Lo.proj_scratch = c.take<float>(maxK * std::min(N, kProjColumns));
+        break;
+      }
+      case Path::project_keys:
+        A.k = c.take<float>(R * D);
+        A.v = c.take<float>(R * D);
+        break;
+      case Path::max_pool:
+        A.k = c.take<float>(R * D);
+        A.v = c.take<float>(R * D);
+        A.argk = c.take<int32_t>(B * maxK * D);
+        A.argv = c.take<int32_t>(B * maxK * D);
+        break;
+    }
+    if (cfg.is_linformer()) {
+      A.kp = c.take<float>(B * maxK * D);
+      A.vp = c.take<float>(B * maxK * D);
+    }
+    for (int64_t s = 1; s < L; ++s) Lo.acts[s] = A;
+    float* x0 = c.take<float>(R * D);
+    float* x1 = c.take<float>(R * D);
+    Lo.xs.assign(L + 1, nullptr);
+    for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = (l % 2) ? x1 : x0;
+    Lo.emb = x0;              // embeddings are normalised in place
+    Lo.hid = Lo.xs[L];        // pre-norm: the final LayerNorm runs in place
+    // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
+    // FFN hidden [c,F]; attention scores.
+    const int64_t ch = infer_chunk(B, N);
+    AttnDims d{B, N, cfg.is_linformer() ? maxK : N, D, H, cfg.d_head()};
+    int64_t att = 0;
+    if (cfg.is_linformer()) att = attention_rows_work_floats(ch, d);
+    else if (stream) att = attention_streaming_work_floats(ch, d);
+    const int64_t wf = (4 * ch * D + ch * F + att + 15) / 16 * 16;
+    Lo.work = c.take<float>(wf * T);
+    Lo.work_floats = wf;
+    Lo.chunk = ch;
+    out = std::move(Lo);
+    return c.bytes;
+  }
+
+  // Bytes of activations and scratch forward() needs for this shape (no allocation).
+  size_t forward_bytes(int64_t B, int64_t N, bool train, bool masked) const {
+    Layout tmp_layout;
+    return carve(nullptr, tmp_layout, B, N, train, masked);
   }
 
   void forward(const Batch& batch, bool is_train, uint64_t dropout_seed) {
@@ -395,12 +500,20 @@ struct Model::Impl {
         mask = mask_copy.data();
       }
     }
-    arena.reset();
-    arena.reserve(carve(nullptr));
-    arena.reset();
-    carve(&arena);
+    {
+      Layout lay;
+      const size_t need = carve(nullptr, lay, B, N, train, mask != nullptr);
+      arena.reset();
+      arena.reserve(need);
+      arena.reset();
+      carve(&arena, lay, B, N, train, mask != nullptr);
+      static_cast<Layout&>(*this) = std::move(lay);
+    }
     have_grad_batch = train;
-    if (train) std::memset(dhid, 0, R * cfg.d_model * sizeof(float));
+    if (train) {
+      gbase();
+      std::memset(dhid, 0, R * cfg.d_model * sizeof(float));
+    }
     refresh_conv_slots();
 
     const int64_t D = cfg.d_model;
@@ -409,7 +522,12 @@ struct Model::Impl {
     layernorm_forward(xs[0], emb_mean, emb_rstd, emb, emb_ln.w, emb_ln.b, R, D,
                       cfg.layer_norm_eps);
     dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb));
-    for (int64_t l = 0; l < cfg.n_layers; ++l) layer_forward(l, xs[l], xs[l + 1]);
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      if (train)
+        layer_forward(l, xs[l], xs[l + 1]);
+      else
+        layer_forward_infer(l, xs[l], xs[l + 1]);
+    }
     if (cfg.norm == NormPlacement::pre)
       layernorm_forward(hid, fin_mean, fin_rstd, xs[cfg.n_layers], final_ln.w, final_ln.b, R, D,
                         cfg.layer_norm_eps);
@@ -547,6 +665,132 @@ struct Model::Impl {
       layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps);
     } else {
       for (int64_t i = 0; i < R * D; ++i) x_out[i] = ffn_base[i] + tmp[i];
+    }
+  }
+
+  // Inference layer (train = false): the function of layer_forward without dropout, laid out
+  // by carve_infer. Whole-batch steps first (keys/values or their projections), then blocks
+  // of query rows, one per thread at a time, each running Q, attention, the output map,
+  // residual + LayerNorm and the FFN with single-threaded GEMMs on per-thread workspace.
+  void layer_forward_infer(int64_t l, const float* x_in, float* x_out) {
+    const LayerParams& lp = layers[l];
+    LayerAct& A = acts[l];
+    const int64_t R = B * N, D = cfg.d_model, F = cfg.d_ff;
+    const float eps = cfg.layer_norm_eps;
+    const bool pre = cfg.norm == NormPlacement::pre;
+    const float scale = 1.f / std::sqrt(static_cast<float>(cfg.d_head()));
+    const AttnDims d = dims(lp);
+    const float* attn_in = x_in;
+    if (pre) {
+      layernorm_forward(A.ln1, nullptr, nullptr, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+      attn_in = A.ln1;
+    }
+    const float *kk = nullptr, *vv = nullptr, *key_mask = nullptr, *ctx_all = nullptr;
+    const int64_t K = lp.K;
+    switch (lp.path) {
+      case Path::standard:
+        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
+        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        kk = A.k, vv = A.v, key_mask = mask;
+        if (!streaming) {  // the textbook algorithm: one full N x N score tile per head
+          linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D);
+          attention_forward(A.ctx, nullptr, A.q, kk, vv, key_mask, d, scale, 0.f, 0, 0, scratch);
+          ctx_all = A.ctx;
+        }
+        break;
+      case Path::project_input: {
+        const Slot& sk = slots[lp.slot_k];
+        seq_project_forward_lowmem(A.xpk, D, A.emk, slot_E(sk), cfg.max_len, attn_in, D, mask, B,
+                                   N, K, D, proj_scratch, kProjColumns);
+        if (lp.slot_v != lp.slot_k)
+          seq_project_forward_lowmem(A.xpv, D, A.emv, slot_E(slots[lp.slot_v]), cfg.max_len,
+                                     attn_in, D, mask, B, N, K, D, proj_scratch, kProjColumns);
+        linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D);
+        add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
+        linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D);
+        add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
+        kk = A.kp, vv = A.vp;
+        break;
+      }
+      case Path::project_keys:
+        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
+        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        zero_padded_rows(A.k, D);
+        zero_padded_rows(A.v, D);
+        project_heads_forward(A.kp, A.k, slots[lp.slot_k], K);
+        project_heads_forward(A.vp, A.v, slots[lp.slot_v], K);
+        kk = A.kp, vv = A.vp;
+        break;
+      case Path::max_pool: {
+        const int64_t w = cfg.max_len / K;
+        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
+        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        max_pool_forward(A.kp, A.argk, A.k, mask, B, N, K, w, D);
+        max_pool_forward(A.vp, A.argv, A.v, mask, B, N, K, w, D);
+        kk = A.kp, vv = A.vp;
+        break;
+      }
+    }
+    const int64_t ch = chunk, nc = (N + ch - 1) / ch;
+    const bool stream = lp.path == Path::standard && streaming;
+    // Row blocks are handed out dynamically: the blocks cost the same, but a core shared with
+    // another process must not hold back the whole layer.
+    const int64_t items = B * nc;
+    const int nt = static_cast<int>(std::min<int64_t>(num_threads(), items));
+#pragma omp parallel num_threads(nt) if (nt > 1 && !omp_in_parallel())
+    {
+      float* w = work + omp_get_thread_num() * work_floats;
+      float* wq = w;               // [ch, D] queries
+      float* wc = wq + ch * D;     // [ch, D] attention context
+      float* wa = wc + ch * D;     // [ch, D] x + attention branch
+      float* wy = wa + ch * D;     // [ch, D] FFN input
+      float* wh = wy + ch * D;     // [ch, F] FFN hidden
+      float* watt = wh + ch * F;   // attention scores
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < items; ++t) {
+        const int64_t b = t / nc, i0 = (t % nc) * ch, rows = std::min(ch, N - i0);
+        const int64_t g = b * N + i0;  // first global row
+        const float* xc = x_in + g * D;
+        const float* ctx = nullptr;
+        if (ctx_all) {
+          ctx = ctx_all + g * D;
+        } else {
+          linear_forward(wq, attn_in + g * D, lp.q.w, lp.q.b, rows, D, D);
+          if (stream)
+            attention_streaming_rows(wc, wq, kk, vv, key_mask, d, b, i0, i0 + rows, scale, watt);
+          else
+            attention_rows(wc, wq, kk, vv, key_mask, d, b, i0, i0 + rows, scale, watt);
+          ctx = wc;
+        }
+        // a = x + (ctx Wo^T + bo): residual and bias folded into the GEMM's C.
+        for (int64_t r = 0; r < rows; ++r) {
+          float* ar = wa + r * D;
+          const float* xr = xc + r * D;
+#pragma omp simd
+          for (int64_t c = 0; c < D; ++c) ar[c] = xr[c] + lp.ao.b[c];
+        }
+        gemm(false, true, rows, D, D, 1.f, ctx, D, lp.ao.w, D, 1.f, wa, D);
+        const float* base;
+        if (!pre) {
+          layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_attn.w, lp.ln_attn.b, rows, D, eps);
+          base = wy;
+        } else {
+          layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
+          base = wa;
+        }
+        linear_forward(wh, wy, lp.inter.w, lp.inter.b, rows, D, F);
+        gelu_forward(wh, wh, rows * F);
+        float* xo = x_out + g * D;
+        for (int64_t r = 0; r < rows; ++r) {
+          float* o = xo + r * D;
+          const float* br = base + r * D;
+#pragma omp simd
+          for (int64_t c = 0; c < D; ++c) o[c] = br[c] + lp.out.b[c];
+        }
+        gemm(false, true, rows, D, F, 1.f, wh, F, lp.out.w, F, 1.f, xo, D);
+        if (!pre)
+          layernorm_forward(xo, nullptr, nullptr, xo, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
+      }
     }
   }
 
@@ -835,15 +1079,20 @@ struct Model::Impl {
   void init_param(const ParamInfo& p, uint64_t s) {
     float* w = params.data() + p.offset;
     const uint64_t stream = name_hash(p.name);
+    // Values are functions of (seed, name, index), so filling in parallel changes nothing.
+    auto fill_normal = [&](float std) {
+      parallel_for(0, static_cast<int64_t>(p.numel), 1 << 16, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          w[i] = std * rng_normal(s, stream, static_cast<uint64_t>(i));
+      });
+    };
     switch (p.init) {
       case Init::normal:
-        for (size_t i = 0; i < p.numel; ++i) w[i] = cfg.init_std * rng_normal(s, stream, i);
+        fill_normal(cfg.init_std);
         break;
-      case Init::proj_normal: {
-        const float std = 1.f / std::sqrt(static_cast<float>(cfg.max_len));
-        for (size_t i = 0; i < p.numel; ++i) w[i] = std * rng_normal(s, stream, i);
+      case Init::proj_normal:
+        fill_normal(1.f / std::sqrt(static_cast<float>(cfg.max_len)));
         break;
-      }
       case Init::conv_mean: {
         const size_t win = static_cast<size_t>(p.shape.back());
         for (size_t i = 0; i < p.numel; ++i) w[i] = 1.f / static_cast<float>(win);
@@ -869,7 +1118,7 @@ size_t Model::num_params() const {
   return n;
 }
 float* Model::param_data() { return impl_->params.data(); }
-float* Model::grad_data() { return impl_->grads.data(); }
+float* Model::grad_data() { return impl_->gbase(); }
 const ParamInfo* Model::find(const std::string& name) const { return impl_->info(name); }
 float* Model::param(const std::string& name) { return impl_->P(name); }
 float* Model::grad(const std::string& name) { return impl_->grad_of(impl_->P(name)); }
@@ -883,7 +1132,10 @@ void Model::init_some(uint64_t seed, const std::vector<std::string>& names) {
     impl_->init_param(*p, seed);
   }
 }
-void Model::zero_grad() { impl_->grads.zero(); }
+void Model::zero_grad() {
+  impl_->gbase();
+  impl_->grads.zero();
+}
 void Model::forward(const Batch& batch, bool train, uint64_t dropout_seed) {
   impl_->forward(batch, train, dropout_seed);
 }
@@ -909,5 +1161,16 @@ void Model::backward() { impl_->backward(); }
 size_t Model::activation_bytes() const {
   return impl_->arena.capacity() + impl_->head_arena.capacity();
 }
+size_t Model::forward_bytes(int64_t B, int64_t N, bool train, bool padded) const {
+  return impl_->forward_bytes(B, N, train, padded);
+}
+size_t Model::param_bytes() const {
+  const Impl& m = *impl_;
+  size_t b = (m.params.size() + m.grads.size()) * sizeof(float);
+  for (const auto& s : m.slots) b += (s.eff.size() + s.deff.size()) * sizeof(float);
+  return b;
+}
+void Model::set_streaming_attention(bool on) { impl_->streaming = on; }
+bool Model::streaming_attention() const { return impl_->streaming; }
 
 }  // namespace lf

@@ -1,0 +1,162 @@
+// Kernel micro-benchmarks: the GEMM shapes of a RoBERTa-base layer (whole-batch and the
+// per-thread row blocks of the inference path), softmax, LayerNorm, GELU, each attention kind
+// at several n, and one whole encoder layer. GFLOP/s counters count matrix-product FLOPs only.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/buffer.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "layers/attention.h"
+#include "linformer/model.h"
+
+namespace {
+
+using namespace lf;
+constexpr int64_t D = 768, H = 12, Dh = 64, F = 3072;
+
+void fill(Buffer<float>& b, uint64_t seed, float scale = 1.f) {
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = scale * (static_cast<float>(rng_bits(seed, 1, i) >> 40) / 16777216.f - 0.5f);
+}
+
+void set_flops(benchmark::State& st, double flops) {
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// C[M,N] = A[M,K] B[N,K]^T on all threads (oneDNN's own threading).
+void BM_GemmNT(benchmark::State& st) {
+  const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
+  Buffer<float> a(M * K), b(N * K), c(M * N);
+  fill(a, 1), fill(b, 2), c.zero();
+  for (auto _ : st) gemm(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
+  set_flops(st, 2.0 * M * N * K);
+}
+BENCHMARK(BM_GemmNT)
+    ->ArgNames({"M", "N", "K"})
+    ->Args({4096, 768, 768})     // Q/K/V/output maps, n = 4096
+    ->Args({4096, 3072, 768})    // FFN in
+    ->Args({4096, 768, 3072})    // FFN out
+    ->Args({128, 768, 768})      // Linformer K/V maps on k = 128 projected rows
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The inference path's per-thread row blocks: every thread runs its own single-threaded GEMM.
+void BM_GemmNTPerThread(benchmark::State& st) {
+  const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
+  const int T = num_threads();
+  Buffer<float> a(T * M * K), b(N * K), c(T * M * N);
+  fill(a, 1), fill(b, 2), c.zero();
+  for (auto _ : st) {
+    parallel_for(0, T, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        gemm(false, true, M, N, K, 1.f, a.data() + t * M * K, K, b.data(), K, 0.f,
+             c.data() + t * M * N, N);
+    });
+  }
+  set_flops(st, 2.0 * T * M * N * K);
+}
+BENCHMARK(BM_GemmNTPerThread)
+    ->ArgNames({"M", "N", "K"})
+    ->Args({256, 768, 768})
+    ->Args({256, 3072, 768})
+    ->Args({256, 768, 3072})
+    ->Args({256, 128, 64})   // Linformer scores of one head, k = 128
+    ->Args({256, 4096, 64})  // standard scores of one head, n = 4096
+    ->UseRealTime();
+
+void BM_Softmax(benchmark::State& st) {
+  const int64_t rows = st.range(0), cols = st.range(1);
+  Buffer<float> x(rows * cols), y(rows * cols);
+  fill(x, 3, 8.f);
+  for (auto _ : st) softmax_forward(y.data(), x.data(), rows, cols, 0.125f, nullptr);
+  st.SetItemsProcessed(st.iterations() * rows * cols);
+}
+BENCHMARK(BM_Softmax)->Args({4096, 128})->Args({4096, 512})->Args({4096, 4096})->UseRealTime();
+
+void BM_LayerNorm(benchmark::State& st) {
+  const int64_t rows = st.range(0);
+  Buffer<float> x(rows * D), y(rows * D), w(D), b(D);
+  fill(x, 4), fill(w, 5), fill(b, 6);
+  for (auto _ : st) layernorm_forward(y.data(), nullptr, nullptr, x.data(), w.data(), b.data(), rows, D, 1e-5f);
+  st.SetItemsProcessed(st.iterations() * rows * D);
+}
+BENCHMARK(BM_LayerNorm)->Arg(4096)->UseRealTime();
+
+void BM_Gelu(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  Buffer<float> x(n), y(n);
+  fill(x, 7, 8.f);
+  for (auto _ : st) gelu_forward(y.data(), x.data(), n);
+  st.SetItemsProcessed(st.iterations() * n);
+}
+BENCHMARK(BM_Gelu)->Arg(4096 * F)->UseRealTime();
+
+// Attention of one sequence (B = 1, 12 heads of 64), given Q, K, V.
+// kind 0: standard (N x N tile per head), 1: streaming softmax, 2: Linformer against k rows.
+void BM_Attention(benchmark::State& st) {
+  const int kind = static_cast<int>(st.range(0));
+  const int64_t N = st.range(1), K = st.range(2);
+  AttnDims d;
+  d.B = 1, d.N = N, d.Lk = kind == 2 ? K : N, d.D = D, d.H = H, d.Dh = Dh;
+  Buffer<float> q(N * D), k(d.Lk * D), v(d.Lk * D), ctx(N * D);
+  fill(q, 8), fill(k, 9), fill(v, 10);
+  const float scale = 0.125f;
+  const int T = num_threads();
+  Buffer<float> scr(kind == 1 ? attention_streaming_work_floats(kStreamQueryBlock, d) * T
+                              : attention_scratch_floats(d, false) * T);
+  for (auto _ : st) {
+    if (kind == 1)
+      attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,
+                                  scr.data());
+    else
+      attention_forward(ctx.data(), nullptr, q.data(), k.data(), v.data(), nullptr, d, scale, 0.f,
+                        0, 0, scr.data());
+  }
+  set_flops(st, 4.0 * N * d.Lk * D);
+  st.SetLabel(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer");
+}
+BENCHMARK(BM_Attention)
+    ->ArgNames({"kind", "n", "k"})
+    ->Args({0, 512, 0})->Args({1, 512, 0})->Args({2, 512, 128})
+    ->Args({0, 2048, 0})->Args({1, 2048, 0})->Args({2, 2048, 128})
+    ->Args({0, 8192, 0})->Args({1, 8192, 0})->Args({2, 8192, 128})->Args({2, 8192, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// One RoBERTa-base encoder layer (plus embeddings), inference, batch of 8192 / n sequences.
+void BM_EncoderLayer(benchmark::State& st) {
+  const int kind = static_cast<int>(st.range(0));
+  const int64_t n = st.range(1), k = st.range(2);
+  Config c;
+  c.vocab_size = 50265, c.max_len = n, c.d_model = D, c.n_heads = H, c.d_ff = F, c.n_layers = 1;
+  c.position_offset = 2;
+  c.attention = kind == 2 ? AttentionKind::linformer : AttentionKind::standard;
+  c.k = {kind == 2 ? k : 128};
+  Model m(c);
+  m.init(1);
+  m.set_streaming_attention(kind == 1);
+  const int64_t B = std::max<int64_t>(1, 8192 / n);
+  std::vector<int32_t> ids(B * n);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng_bits(1, 2, i) % 50265);
+  const Batch batch{ids.data(), nullptr, B, n};
+  m.forward(batch, false);
+  for (auto _ : st) m.forward(batch, false);
+  set_flops(st, B * bench::encoder_flops(c, n));
+  st.SetLabel(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer");
+}
+BENCHMARK(BM_EncoderLayer)
+    ->ArgNames({"kind", "n", "k"})
+    ->Args({0, 512, 0})->Args({1, 512, 0})->Args({2, 512, 128})
+    ->Args({0, 4096, 0})->Args({1, 4096, 0})->Args({2, 4096, 128})->Args({2, 4096, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

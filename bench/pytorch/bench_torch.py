@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""PyTorch peer comparison for `linformer bench`.
+
+Times the same inference configurations in PyTorch (Debian python3-torch, CPU, the same
+thread count) with a straightforward RoBERTa-style encoder (post-norm, exact GELU) using
+standard attention or Linformer attention (layerwise-shared linear E, the input projected
+along the sequence axis before the key/value maps, as in fairseq's Linformer), and prints
+PyTorch's time per sequence next to ours (from `linformer bench --json`) with the ratio.
+
+  /usr/bin/python3 bench/pytorch/bench_torch.py --binary build/linformer
+  /usr/bin/python3 bench/pytorch/bench_torch.py --ours ours.json   # reuse a bench JSON
+
+Batch = max(1, batch_tokens // n) sequences (the timed batch of `linformer bench`), random
+token ids, no padding; median of --reps runs after one warm-up, under torch.inference_mode().
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as Fn
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, d, h, dff, attention, n, k, shared_E):
+        super().__init__()
+        self.h, self.dh = h, d // h
+        self.q = torch.nn.Linear(d, d)
+        self.k = torch.nn.Linear(d, d)
+        self.v = torch.nn.Linear(d, d)
+        self.o = torch.nn.Linear(d, d)
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.inter = torch.nn.Linear(d, dff)
+        self.out = torch.nn.Linear(dff, d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.attention = attention
+        self.E = shared_E  # [k, n] for Linformer, shared by every layer
+
+    def forward(self, x):  # x [B, n, d]
+        B, n, d = x.shape
+        q = self.q(x).view(B, n, self.h, self.dh).transpose(1, 2)  # [B, h, n, dh]
+        if self.attention == "linformer":
+            xp = torch.matmul(self.E[:, :n], x)  # [B, k, d]: E x, then the key/value maps
+            kk, vv = self.k(xp), self.v(xp)
+            L = xp.shape[1]
+        else:
+            kk, vv = self.k(x), self.v(x)
+            L = n
+        kk = kk.view(B, L, self.h, self.dh).transpose(1, 2)
+        vv = vv.view(B, L, self.h, self.dh).transpose(1, 2)
+        s = torch.matmul(q, kk.transpose(-1, -2)) * (1.0 / math.sqrt(self.dh))
+        p = torch.softmax(s, dim=-1)
+        ctx = torch.matmul(p, vv).transpose(1, 2).reshape(B, n, d)
+        x = self.ln1(x + self.o(ctx))
+        return self.ln2(x + self.out(Fn.gelu(self.inter(x))))
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, layers, d, h, dff, vocab, attention, n, k):
+        super().__init__()
+        self.word = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Embedding(n + 2, d)
+        self.ln = torch.nn.LayerNorm(d)
+        E = torch.nn.Parameter(torch.randn(k, n) / math.sqrt(n)) if attention == "linformer" else None
+        self.E = E
+        self.layers = torch.nn.ModuleList(
+            [Layer(d, h, dff, attention, n, k, E) for _ in range(layers)])
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        x = self.ln(self.word(ids) + self.pos(torch.arange(2, n + 2)))
+        for l in self.layers:
+            x = l(x)
+        return x
+
+
+def layer_flops(attention, n, k, d, dff):
+    f = 2 * n * (2 * d * d) + 2 * n * (2 * d * dff)
+    if attention == "linformer":
+        f += 2 * k * n * d + 2 * k * (2 * d * d) + 4 * n * k * d
+    else:
+        f += 2 * n * (2 * d * d) + 4 * n * n * d
+    return f
+
+
+def time_torch(args, attention, n, k, layers):
+    torch.manual_seed(0)
+    B = max(1, args.batch_tokens // n)
+    if attention == "standard":  # scores and probabilities: two [B, h, n, n] float tensors
+        need = 2 * B * args.heads * n * n * 4
+        if need > args.torch_memory_gib * 2**30:
+            return None, B, "needs %.1f GiB for [B,h,n,n] scores" % (need / 2**30)
+    model = Encoder(layers, args.d_model, args.heads, args.d_ff, args.vocab, attention, n, k).eval()
+    ids = torch.randint(0, args.vocab, (B, n))
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        model(ids)
+        warm = time.perf_counter() - t0
+        reps = 1 if warm > 20 else args.reps
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            model(ids)
+            ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2] / B, B, ""
+
+
+def ours(args, layers):
+    if args.ours:
+        with open(args.ours) as f:
+            doc = json.load(f)
+        return [r for r in doc["runs"] if r.get("layers") == layers]
+    cmd = [args.binary, "bench", "--json", "--layers", str(layers), "--reps", str(args.reps),
+           "--batch-tokens", str(args.batch_tokens), "--attention", "standard", "linformer",
+           "--d-model", str(args.d_model), "--heads", str(args.heads), "--d-ff", str(args.d_ff),
+           "--vocab", str(args.vocab), "--n"] + [str(n) for n in args.n] + ["--k", str(args.k)]
+    print("running:", " ".join(cmd), file=sys.stderr)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+    doc = json.loads(out)
+    args.sgemm = doc["meta"]["sgemm_gflops"]
+    return doc["runs"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(os.path.dirname(__file__), "../../build/linformer"))
+    ap.add_argument("--ours", help="JSON from `linformer bench --json` instead of running it")
+    ap.add_argument("--layers", type=int, nargs="+", default=[1, 12])
+    ap.add_argument("--n", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--k", type=int, default=128)
+    ap.add_argument("--attention", nargs="+", default=["linformer", "standard"])
+    ap.add_argument("--d-model", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--d-ff", type=int, default=3072)
+    ap.add_argument("--vocab", type=int, default=50265)
+    ap.add_argument("--batch-tokens", type=int, default=8192)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--torch-memory-gib", type=float, default=12.0,
+                    help="skip PyTorch standard attention whose score tensors need more")
+    ap.add_argument("--markdown", help="also write the table to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    args.sgemm = None
+    rows = []
+    for layers in args.layers:
+        mine = ours(args, layers)
+        for n in args.n:
+            for attention in args.attention:
+                if attention == "linformer" and args.k >= n:
+                    continue
+                r = next((r for r in mine if r["attention"] == attention and r["n"] == n and
+                          (attention != "linformer" or r.get("k") == args.k)), None)
+                o = r["seconds_per_sequence"] if r and r.get("status") == "ok" else None
+                t, B, note = time_torch(args, attention, n, args.k, layers)
+                fl = layers * layer_flops(attention, n, args.k, args.d_model, args.d_ff)
+                rows.append((layers, attention, n, B, t, o, fl, note))
+                print("layers %2d %-9s n=%5d B=%3d  torch %s  ours %s  %s" % (
+                    layers, attention, n, B, "%9.2f ms" % (t * 1e3) if t else "    -    ",
+                    "%9.2f ms" % (o * 1e3) if o else "    -    ",
+                    "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
+    lines = ["PyTorch %s, %d threads%s. Time per sequence (ms); ratio = PyTorch / ours." % (
+        torch.__version__, args.threads,
+        "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else ""), "",
+        "| layers | attention | n | batch | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for layers, attention, n, B, t, o, fl, note in rows:
+        name = attention + (" k=%d" % args.k if attention == "linformer" else "")
+        lines.append("| %d | %s | %d | %d | %s | %s | %s | %s | %s |" % (
+            layers, name, n, B, "%.1f" % (t * 1e3) if t else "-", "%.0f" % (fl / t / 1e9) if t else "-",
+            "%.1f" % (o * 1e3) if o else "-", "%.0f" % (fl / o / 1e9) if o else "-",
+            "%.2fx" % (t / o) if t and o else note))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+#include "data/mlm_data.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/corpus.h"
+#include "linformer/tokenizer.h"
+
+namespace lf {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'v', '0', '1'};
+
+uint64_t fnv(uint64_t h, const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+TokenStream TokenStream::open(const std::string& path) {
+  TokenStream s;
+  s.file_ = std::make_shared<MappedFile>(path);
+  s.path_ = path;
+  const size_t bytes = s.file_->size();
+  LF_CHECK(bytes >= 16 && std::memcmp(s.file_->data(), kMagic, 8) == 0, path,
+           ": not a token cache file");
+  LF_CHECK((bytes - 16) % 4 == 0, path, ": token cache is truncated or corrupt");
+  const int64_t count = static_cast<int64_t>((bytes - 16) / 4);
+  s.data_ = reinterpret_cast<const int32_t*>(s.file_->data() + 16);
+  s.size_ = count;
+  return s;
+}
+
+TokenStream TokenStream::from_tokens(std::vector<int32_t> tokens) {
+  TokenStream s;
+  s.mem_ = std::make_shared<std::vector<int32_t>>(std::move(tokens));
+  s.data_ = s.mem_->data();
+  s.size_ = static_cast<int64_t>(s.mem_->size());
+  return s;
+}
+
+TokenStream TokenStream::build(const std::vector<std::string>& files, const Tokenizer& tok,
+                               const std::string& cache_dir, bool verbose) {
+  uint64_t key = 1469598103934665603ull;
+  const std::string tok_bytes = read_file(tok.path());
+  key = fnv(key, tok_bytes.data(), tok_bytes.size());
+  for (const std::string& f : files) {
+    const std::string abs = fs::absolute(f).string();
+    struct stat st {};
+    LF_CHECK(::stat(f.c_str(), &st) == 0, "cannot stat corpus file ", f);
+    key = fnv(key, abs.data(), abs.size());
+    const int64_t sz = st.st_size, mt = st.st_mtim.tv_sec, mtn = st.st_mtim.tv_nsec;
+    key = fnv(key, &sz, 8);
+    key = fnv(key, &mt, 8);
+    key = fnv(key, &mtn, 8);
+  }
+  char name[64];
+  std::snprintf(name, sizeof(name), "tokens-%016llx.bin", static_cast<unsigned long long>(key));
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  LF_CHECK(!ec, "cannot create cache folder ", cache_dir, ": ", ec.message());
+  const std::string path = (fs::path(cache_dir) / name).string();
+  if (fs::exists(path)) {
+    if (verbose) std::fprintf(stderr, "data: using cached tokens %s\n", path.c_str());
+    return open(path);
+  }
+  if (verbose) std::fprintf(stderr, "data: tokenising %zu file(s) into %s\n", files.size(),
+                            path.c_str());
+  int64_t count = 0, docs = 0;
+  write_file_atomic(path, [&](std::ostream& os) {
+    os.write(kMagic, 8);
+    const int64_t reserved = 0;
+    os.write(reinterpret_cast<const char*>(&reserved), 8);
+    for_each_line(files, [&](const std::string& line) {
+      std::vector<int32_t> ids = tok.encode(line);
+      ids.push_back(Tokenizer::kSep);
+      os.write(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+      count += static_cast<int64_t>(ids.size());
+      if (verbose && ++docs % 100000 == 0)
+        std::fprintf(stderr, "data: %lld documents, %lld tokens\n", static_cast<long long>(docs),
+                     static_cast<long long>(count));
+      return true;
+    });
+  });
+  LF_CHECK(count > 0, "the corpus holds no text (", files.size(), " file(s), all empty)");
+  return open(path);
+}
+
+int64_t PackedSequences::count() const {
+  const int64_t body = n - 2;
+  return (end - begin + body - 1) / body;
+}
+
+void PackedSequences::get(int64_t i, int32_t* ids, float* mask) const {
+  const int64_t body = n - 2;
+  const int64_t s0 = begin + i * body;
+  const int64_t len = std::min(body, end - s0);
+  ids[0] = 0;  // <s>
+  std::memcpy(ids + 1, stream->data() + s0, len * sizeof(int32_t));
+  ids[len + 1] = 2;  // </s>
+  for (int64_t t = 0; t < n; ++t) {
+    if (t > len + 1) ids[t] = 1;  // <pad>
+    mask[t] = t <= len + 1 ? 1.f : 0.f;
+  }
+}
+
+void split_stream(const TokenStream& s, int64_t n, double valid_fraction, PackedSequences* train,
+                  PackedSequences* valid) {
+  LF_CHECK(n >= 3, "sequence length must be at least 3");
+  const int64_t body = n - 2;
+  const int64_t total = (s.size() + body - 1) / body;
+  LF_CHECK(total >= 2, "the corpus is too small: ", s.size(), " tokens make ", total,
+           " sequence(s) of ", n, "; need at least 2 (one for validation)");
+  const int64_t nv =
+      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(valid_fraction * total)), 1, total - 1);
+  const int64_t cut = (total - nv) * body;
+  *train = PackedSequences{&s, 0, cut, n};
+  *valid = PackedSequences{&s, cut, s.size(), n};
+}
+
+int64_t apply_mlm_mask(int32_t* ids, int32_t* labels, const float* mask, int64_t n,
+                       const MaskingOptions& opt, uint64_t seed, uint64_t stream) {
+  std::vector<int64_t> cand;
+  for (int64_t t = 0; t < n; ++t) {
+    labels[t] = -100;
+    if (mask[t] != 0.f && ids[t] >= opt.first_normal_id) cand.push_back(t);
+  }
+  if (cand.empty()) return 0;
+  const int64_t m = static_cast<int64_t>(cand.size());
+  const int64_t k = std::clamp<int64_t>(std::llround(opt.mask_prob * m), 1, m);
+  // Partial Fisher-Yates: the first k of a random permutation of the candidates.
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng_bits(seed, stream, i) % (m - i));
+    std::swap(cand[i], cand[j]);
+  }
+  const int64_t normal = opt.vocab_size - opt.first_normal_id;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t t = cand[i];
+    labels[t] = ids[t];
+    const float u = rng_uniform(seed, stream ^ 0xA5A5A5A5ull, i);
+    if (u < opt.replace_mask) {
+      ids[t] = opt.mask_id;
+    } else if (u < opt.replace_mask + opt.replace_random) {
+      ids[t] = opt.first_normal_id +
+               static_cast<int32_t>(rng_bits(seed, stream ^ 0x5A5A5A5Aull, i) % normal);
+    }
+  }
+  return k;
+}
+
+std::vector<int64_t> epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> p(count);
+  for (int64_t i = 0; i < count; ++i) p[i] = i;
+  const uint64_t stream = rng_stream(0x0DE5, static_cast<uint64_t>(epoch));
+  for (int64_t i = count - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(rng_bits(seed, stream, i) % (i + 1));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+}  // namespace lf

@@ -1,0 +1,363 @@
+#include "train/pretrain.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/corpus.h"
+#include "data/mlm_data.h"
+#include "io/file_util.h"
+#include "io/svg_plot.h"
+#include "linformer/checkpoint.h"
+#include "linformer/model.h"
+#include "linformer/tokenizer.h"
+#include "train/run_io.h"
+
+namespace lf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json PretrainOptions::to_json() const {
+  return json{{"train", train},
+              {"valid", valid},
+              {"valid_fraction", valid_fraction},
+              {"out", out},
+              {"config", config},
+              {"init_from", init_from},
+              {"tokenizer", tokenizer},
+              {"vocab_size", vocab_size},
+              {"tokenizer_type", tokenizer_type},
+              {"cache_dir", cache_dir},
+              {"seq_len", seq_len},
+              {"batch_size", batch_size},
+              {"grad_accum", grad_accum},
+              {"steps", steps},
+              {"lr", optim.lr},
+              {"beta1", optim.beta1},
+              {"beta2", optim.beta2},
+              {"eps", optim.eps},
+              {"weight_decay", optim.weight_decay},
+              {"clip_norm", optim.clip_norm},
+              {"warmup_steps", optim.warmup_steps},
+              {"seed", seed},
+              {"mask_prob", mask_prob},
+              {"log_every", log_every},
+              {"eval_every", eval_every},
+              {"eval_batches", eval_batches},
+              {"checkpoint_every", checkpoint_every},
+              {"time_limit", time_limit}};
+}
+
+PretrainOptions PretrainOptions::from_json(const json& j) {
+  PretrainOptions o;
+  o.train = j.at("train").get<std::vector<std::string>>();
+  o.valid = j.at("valid").get<std::vector<std::string>>();
+  o.valid_fraction = j.at("valid_fraction");
+  o.out = j.at("out");
+  o.config = j.at("config");
+  o.init_from = j.at("init_from");
+  o.tokenizer = j.at("tokenizer");
+  o.vocab_size = j.at("vocab_size");
+  o.tokenizer_type = j.at("tokenizer_type");
+  o.cache_dir = j.at("cache_dir");
+  o.seq_len = j.at("seq_len");
+  o.batch_size = j.at("batch_size");
+  o.grad_accum = j.at("grad_accum");
+  o.steps = j.at("steps");
+  o.optim.lr = j.at("lr");
+  o.optim.beta1 = j.at("beta1");
+  o.optim.beta2 = j.at("beta2");
+  o.optim.eps = j.at("eps");
+  o.optim.weight_decay = j.at("weight_decay");
+  o.optim.clip_norm = j.at("clip_norm");
+  o.optim.warmup_steps = j.at("warmup_steps");
+  o.optim.total_steps = o.steps;
+  o.seed = j.at("seed");
+  o.mask_prob = j.at("mask_prob");
+  o.log_every = j.at("log_every");
+  o.eval_every = j.at("eval_every");
+  o.eval_batches = j.at("eval_batches");
+  o.checkpoint_every = j.at("checkpoint_every");
+  o.time_limit = j.at("time_limit");
+  return o;
+}
+
+namespace {
+
+constexpr uint64_t kMaskSite = 0x4D41534B;  // "MASK"
+
+// A batch of B masked sequences.
+struct MlmBatch {
+  std::vector<int32_t> ids, labels;
+  std::vector<float> mask;
+  int64_t real_tokens = 0;
+  void resize(int64_t B, int64_t n) {
+    ids.resize(B * n);
+    labels.resize(B * n);
+    mask.resize(B * n);
+  }
+};
+
+// which[b] = sequence index; epochs[b] = the epoch it is drawn in (masks differ per epoch).
+void make_batch(const PackedSequences& seqs, const std::vector<int64_t>& which,
+                const std::vector<int64_t>& epochs, int64_t n, const MaskingOptions& mo,
+                uint64_t seed, MlmBatch* out) {
+  const int64_t B = static_cast<int64_t>(which.size());
+  out->resize(B, n);
+  out->real_tokens = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t* ids = out->ids.data() + b * n;
+    float* m = out->mask.data() + b * n;
+    seqs.get(which[b], ids, m);
+    apply_mlm_mask(ids, out->labels.data() + b * n, m, n, mo, seed,
+                   rng_stream(kMaskSite, static_cast<uint64_t>(epochs[b]), which[b]));
+    for (int64_t t = 0; t < n; ++t) out->real_tokens += m[t] != 0.f;
+  }
+}
+
+void write_loss_plot(const std::string& run_dir, const std::string& metrics_path) {
+  PlotSeries tr{"train", {}, {}}, va{"validation", {}, {}};
+  for (const json& r : read_metrics(metrics_path)) {
+    if (!r.contains("loss")) continue;
+    PlotSeries& s = r.value("split", "") == "valid" ? va : tr;
+    s.x.push_back(r["step"].get<double>());
+    s.y.push_back(r["loss"].get<double>());
+  }
+  PlotOptions po;
+  po.title = "MLM loss";
+  po.x_label = "step";
+  po.y_label = "cross-entropy (nats)";
+  write_svg_line_plot((fs::path(run_dir) / "loss.svg").string(), {tr, va}, po);
+}
+
+}  // namespace
+
+PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
+  PretrainOptions opt = opt_in;
+  LF_CHECK(!opt.out.empty(), "pretrain: no run folder (--out)");
+  const fs::path run(opt.out);
+  const fs::path args_path = run / "train_args.json";
+  if (resume) {
+    LF_CHECK(fs::exists(args_path), "pretrain --resume: ", args_path.string(),
+             " not found; is ", opt.out, " a pretraining run folder?");
+    json saved = json::parse(read_file(args_path.string()));
+    opt = PretrainOptions::from_json(saved);
+  }
+  LF_CHECK(opt.batch_size > 0 && opt.grad_accum > 0 && opt.steps > 0,
+           "pretrain: batch size, gradient accumulation and steps must be positive");
+  LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
+  opt.optim.total_steps = opt.steps;
+  if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
+  std::error_code ec;
+  fs::create_directories(run, ec);
+  LF_CHECK(!ec, "cannot create run folder ", opt.out, ": ", ec.message());
+  auto say = [&](const char* fmt, auto... a) {
+    if (!opt.quiet) std::fprintf(stderr, fmt, a...);
+  };
+
+  // Tokenizer: given, saved in the run, or trained on the training corpus.
+  const std::vector<std::string> train_files = list_corpus_files(opt.train);
+  const std::string tok_path = (run / "tokenizer.model").string();
+  if (!fs::exists(tok_path)) {
+    if (!opt.tokenizer.empty()) {
+      fs::copy_file(opt.tokenizer, tok_path, fs::copy_options::overwrite_existing, ec);
+      LF_CHECK(!ec, "cannot copy tokenizer ", opt.tokenizer, ": ", ec.message());
+    } else {
+      say("tokenizer: training %s, %lld pieces, on %zu file(s)\n", opt.tokenizer_type.c_str(),
+          static_cast<long long>(opt.vocab_size), train_files.size());
+      TokenizerTrainOptions to;
+      to.vocab_size = opt.vocab_size;
+      to.model_type = opt.tokenizer_type;
+      to.seed = opt.seed;
+      Tokenizer::train(opt.train, tok_path, to);
+    }
+  }
+  Tokenizer tok(tok_path);
+
+  // Model configuration: the tokenizer decides the vocabulary.
+  Config cfg;
+  if (!opt.init_from.empty())
+    cfg = Config::load((fs::path(opt.init_from) / "config.json").string());
+  else if (!opt.config.empty())
+    cfg = Config::load(opt.config);
+  cfg.vocab_size = tok.vocab_size();
+  cfg.pad_id = Tokenizer::kPad;
+  cfg.cls_id = Tokenizer::kCls;
+  const int64_t n = opt.seq_len > 0 ? opt.seq_len : cfg.max_len;
+  LF_CHECK(n <= cfg.max_len, "pretrain: --seq-len ", n, " exceeds the model's max_len ",
+           cfg.max_len);
+  cfg.validate();
+
+  // Data.
+  TokenStream train_stream = TokenStream::build(train_files, tok, opt.cache_dir, !opt.quiet);
+  PackedSequences train_seqs, valid_seqs;
+  TokenStream valid_stream;
+  if (!opt.valid.empty()) {
+    valid_stream =
+        TokenStream::build(list_corpus_files(opt.valid), tok, opt.cache_dir, !opt.quiet);
+    train_seqs = PackedSequences{&train_stream, 0, train_stream.size(), n};
+    valid_seqs = PackedSequences{&valid_stream, 0, valid_stream.size(), n};
+    LF_CHECK(valid_seqs.count() > 0, "pretrain: the validation corpus is empty");
+  } else {
+    split_stream(train_stream, n, opt.valid_fraction, &train_seqs, &valid_seqs);
+  }
+  const int64_t S = train_seqs.count();
+  say("data: %lld training sequences of %lld tokens, %lld validation sequences\n",
+      static_cast<long long>(S), static_cast<long long>(n),
+      static_cast<long long>(valid_seqs.count()));
+
+  Model model(cfg);
+  if (!opt.init_from.empty()) {
+    LoadReport rep =
+        load_weights(model, (fs::path(opt.init_from) / "model.safetensors").string(), {true, opt.seed});
+    (void)rep;
+  } else {
+    model.init(opt.seed);
+  }
+  AdamW adam(model, opt.optim);
+  int64_t start = 0;
+  if (resume) {
+    const std::string ck = latest_checkpoint(opt.out);
+    if (!ck.empty()) {
+      json st = load_checkpoint(ck, model, adam);
+      start = st.at("step").get<int64_t>();
+      say("resume: continuing from %s (step %lld)\n", ck.c_str(), static_cast<long long>(start));
+    } else {
+      say("resume: no checkpoint yet; starting from step 0\n");
+    }
+  } else {
+    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+    cfg.save((run / "config.json").string());
+  }
+  MetricsLog log((run / "metrics.jsonl").string(), resume ? start : -1);
+
+  MaskingOptions mo;
+  mo.mask_prob = opt.mask_prob;
+  mo.vocab_size = cfg.vocab_size;
+  mo.mask_id = Tokenizer::kMask;
+  mo.first_normal_id = Tokenizer::kNumSpecial;
+
+  auto evaluate = [&]() {
+    const int64_t count = std::min(valid_seqs.count(), opt.eval_batches * opt.batch_size);
+    double total = 0;
+    int64_t tokens = 0;
+    MlmBatch vb;
+    for (int64_t i0 = 0; i0 < count; i0 += opt.batch_size) {
+      std::vector<int64_t> which;
+      for (int64_t i = i0; i < std::min(count, i0 + opt.batch_size); ++i) which.push_back(i);
+      // Fixed masks (epoch -1) so every evaluation sees the same task.
+      make_batch(valid_seqs, which, std::vector<int64_t>(which.size(), -1), n, mo, opt.seed, &vb);
+      model.forward(Batch{vb.ids.data(), vb.mask.data(), static_cast<int64_t>(which.size()), n},
+                    false);
+      int64_t c = 0;
+      total += model.mlm_loss(vb.labels.data(), false, 1.f, &c);
+      tokens += c;
+    }
+    return tokens ? total / tokens : 0.0;
+  };
+
+  PretrainResult res;
+  Stopwatch clock;
+  const int64_t per_step = opt.batch_size * opt.grad_accum;
+  MlmBatch batch;
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  double window_loss = 0, window_tokens = 0, window_time = 0;
+  int64_t window_steps = 0;
+  double total_tokens = 0;
+  double last_valid = 0;
+  int64_t step = start;
+  for (; step < opt.steps; ++step) {
+    Stopwatch st;
+    model.zero_grad();
+    double step_loss = 0;
+    for (int64_t micro = 0; micro < opt.grad_accum; ++micro) {
+      std::vector<int64_t> which, epochs;
+      for (int64_t b = 0; b < opt.batch_size; ++b) {
+        const int64_t g = step * per_step + micro * opt.batch_size + b;
+        const int64_t epoch = g / S;
+        epochs.push_back(epoch);
+        if (epoch != order_epoch) {
+          order = epoch_order(S, opt.seed, epoch);
+          order_epoch = epoch;
+        }
+        which.push_back(order[g % S]);
+      }
+      make_batch(train_seqs, which, epochs, n, mo, opt.seed, &batch);
+      const uint64_t dseed = mix64(opt.seed ^ mix64(static_cast<uint64_t>(step * opt.grad_accum + micro)));
+      model.forward(Batch{batch.ids.data(), batch.mask.data(), opt.batch_size, n}, true, dseed);
+      int64_t c = 0;
+      const double l =
+          model.mlm_loss(batch.labels.data(), true, 1.f / static_cast<float>(opt.grad_accum), &c);
+      model.backward();
+      step_loss += (c ? l / c : 0.0) / static_cast<double>(opt.grad_accum);
+      window_tokens += static_cast<double>(batch.real_tokens);
+      total_tokens += static_cast<double>(batch.real_tokens);
+    }
+    const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
+    const float lr = lr_at(opt.optim, step);
+    adam.step(lr);
+    LF_CHECK(std::isfinite(step_loss), "pretrain: loss became ", step_loss, " at step ", step + 1,
+             "; lower --lr or check the data");
+    window_loss += step_loss;
+    window_time += st.seconds();
+    ++window_steps;
+    const int64_t done = step + 1;
+    res.final_train_loss = step_loss;
+    if (done % opt.log_every == 0 || done == opt.steps) {
+      const double mean = window_loss / window_steps;
+      const double tps = window_tokens / std::max(window_time, 1e-9);
+      const double left = (opt.steps - done) * (window_time / window_steps);
+      log.write({{"step", done},
+                 {"split", "train"},
+                 {"loss", mean},
+                 {"ppl", std::exp(mean)},
+                 {"lr", lr},
+                 {"grad_norm", gnorm},
+                 {"tokens_per_s", tps},
+                 {"elapsed_s", clock.seconds()}});
+      say("step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left\n",
+          static_cast<long long>(done), static_cast<long long>(opt.steps), mean, std::exp(mean),
+          tps, lr, format_duration(clock.seconds()).c_str(), format_duration(left).c_str());
+      window_loss = window_tokens = window_time = 0;
+      window_steps = 0;
+    }
+    const bool time_up = opt.time_limit > 0 && clock.seconds() >= opt.time_limit;
+    if ((opt.eval_every > 0 && done % opt.eval_every == 0) || done == opt.steps || time_up) {
+      last_valid = evaluate();
+      log.write({{"step", done},
+                 {"split", "valid"},
+                 {"loss", last_valid},
+                 {"ppl", std::exp(last_valid)},
+                 {"elapsed_s", clock.seconds()}});
+      say("valid @ %lld | loss %.4f | ppl %.2f\n", static_cast<long long>(done), last_valid,
+          std::exp(last_valid));
+      write_loss_plot(opt.out, log.path());
+    }
+    if ((opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0) || done == opt.steps ||
+        time_up)
+      save_checkpoint(opt.out, done, model, adam, json{{"kind", "pretrain"}});
+    if (time_up) {
+      say("time limit reached after %lld steps; resume with --resume\n",
+          static_cast<long long>(done));
+      ++step;
+      break;
+    }
+  }
+  // The final model, ready for finetuning or inference.
+  const std::string final_dir = (run / "model").string();
+  save_model(model, final_dir);
+  fs::copy_file(tok_path, fs::path(final_dir) / "tokenizer.model",
+                fs::copy_options::overwrite_existing, ec);
+  res.steps_done = step;
+  res.final_valid_loss = last_valid;
+  res.final_valid_ppl = std::exp(last_valid);
+  res.seconds = clock.seconds();
+  res.tokens_per_second = total_tokens / std::max(res.seconds, 1e-9);
+  return res;
+}
+
+}  // namespace lf

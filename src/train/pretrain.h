@@ -1,0 +1,51 @@
+// Masked-language-model pretraining: the whole run, resumable.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/optim.h"
+
+namespace lf {
+
+struct PretrainOptions {
+  std::vector<std::string> train;  // corpus files or folders
+  std::vector<std::string> valid;  // optional validation files; else a held-out share
+  double valid_fraction = 0.05;
+  std::string out;                 // run folder
+  std::string config;              // model config JSON (vocab_size taken from the tokenizer)
+  std::string init_from;           // optional model folder to start from
+  std::string tokenizer;           // existing tokenizer .model; else one is trained
+  int64_t vocab_size = 8192;
+  std::string tokenizer_type = "unigram";
+  std::string cache_dir;           // token cache (default RUN/cache)
+  int64_t seq_len = 0;             // 0: the config's max_len
+  int64_t batch_size = 8;
+  int64_t grad_accum = 1;
+  int64_t steps = 1000;
+  OptimOptions optim;
+  uint64_t seed = 0;
+  double mask_prob = 0.15;
+  int64_t log_every = 10;
+  int64_t eval_every = 200;
+  int64_t eval_batches = 20;
+  int64_t checkpoint_every = 500;
+  double time_limit = 0;           // seconds; 0 = none. Stops with a checkpoint.
+  bool quiet = false;
+
+  nlohmann::json to_json() const;
+  static PretrainOptions from_json(const nlohmann::json& j);
+};
+
+struct PretrainResult {
+  int64_t steps_done = 0;
+  double final_train_loss = 0, final_valid_loss = 0, final_valid_ppl = 0;
+  double seconds = 0, tokens_per_second = 0;
+};
+
+// Runs (or with resume = true continues from RUN/checkpoints/latest) a pretraining run.
+PretrainResult pretrain(const PretrainOptions& opt, bool resume);
+
+}  // namespace lf

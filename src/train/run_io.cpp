@@ -1,0 +1,130 @@
+#include "train/run_io.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/file_util.h"
+#include "io/safetensors.h"
+#include "linformer/checkpoint.h"
+
+namespace lf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, AdamW& opt,
+                     const json& state, int keep_last) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  const fs::path final_dir = root / name;
+  const fs::path tmp_dir = root / (std::string(name) + ".tmp");
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  fs::create_directories(tmp_dir, ec);
+  LF_CHECK(!ec, "cannot create ", tmp_dir.string(), ": ", ec.message());
+  save_model(model, tmp_dir.string());
+  SafeTensorsWriter w;
+  for (const ParamInfo& p : model.params()) {
+    w.add_f32("m." + p.name, p.shape, opt.m_data() + p.offset);
+    w.add_f32("v." + p.name, p.shape, opt.v_data() + p.offset);
+  }
+  w.set_metadata("adam_steps", std::to_string(opt.steps_done()));
+  w.write((tmp_dir / "optimizer.safetensors").string());
+  json st = state;
+  st["step"] = step;
+  st["adam_steps"] = opt.steps_done();
+  write_file_atomic((tmp_dir / "state.json").string(), st.dump(2) + "\n");
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp_dir, final_dir, ec);
+  LF_CHECK(!ec, "cannot rename ", tmp_dir.string(), " to ", final_dir.string(), ": ",
+           ec.message());
+  write_file_atomic((root / "latest").string(), std::string(name) + "\n");
+  // Keep the newest `keep_last` checkpoints.
+  std::vector<fs::path> all;
+  for (auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos)
+      all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i + keep_last < all.size(); ++i) fs::remove_all(all[i], ec);
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const fs::path latest = root / "latest";
+  if (!fs::exists(latest)) return "";
+  std::string name = read_file(latest.string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+  const fs::path dir = root / name;
+  LF_CHECK(fs::exists(dir / "state.json"), "checkpoint ", dir.string(),
+           " named by ", latest.string(), " is incomplete");
+  return dir.string();
+}
+
+json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt) {
+  LoadOptions lo;
+  lo.init_missing = false;
+  load_weights(model, (fs::path(ckpt_dir) / "model.safetensors").string(), lo);
+  SafeTensorsReader r((fs::path(ckpt_dir) / "optimizer.safetensors").string());
+  for (const ParamInfo& p : model.params()) {
+    r.read_f32("m." + p.name, p.shape, opt.m_data() + p.offset);
+    r.read_f32("v." + p.name, p.shape, opt.v_data() + p.offset);
+  }
+  json st;
+  try {
+    st = json::parse(read_file((fs::path(ckpt_dir) / "state.json").string()));
+  } catch (const json::exception& e) {
+    fail(ckpt_dir, "/state.json: ", e.what());
+  }
+  opt.set_steps_done(st.at("adam_steps").get<int64_t>());
+  return st;
+}
+
+std::vector<json> read_metrics(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+      break;  // a torn final line from a killed run
+    }
+  }
+  return out;
+}
+
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step) : path_(path) {
+  std::string kept;
+  if (keep_until_step >= 0)
+    for (const json& r : read_metrics(path))
+      if (r.value("step", int64_t{0}) <= keep_until_step) kept += r.dump() + "\n";
+  write_file_atomic(path, kept);
+}
+
+void MetricsLog::write(const json& record) {
+  if (path_.empty()) return;
+  std::ofstream out(path_, std::ios::app);
+  out << record.dump() << "\n";
+  out.flush();
+}
+
+std::string format_duration(double s) {
+  if (!(s >= 0) || s > 1e8) return "?";
+  const long long t = static_cast<long long>(s + 0.5);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%lldh%02lldm%02llds", t / 3600, (t / 60) % 60, t % 60);
+  else if (t >= 60)
+    std::snprintf(b, sizeof b, "%lldm%02llds", t / 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%llds", t);
+  return b;
+}
+
+}  // namespace lf

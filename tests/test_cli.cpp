@@ -1,0 +1,493 @@
+// The `linformer` command line, run as a separate process: help texts, init -> forward against
+// the in-process model, and error handling (non-zero exit, a message naming the problem, never
+// a crash).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "io/file_util.h"
+#include "io/safetensors.h"
+#include "linformer/checkpoint.h"
+#include "linformer/model.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int code = -1;         // exit status, or 128 + signal number
+  bool crashed = false;  // ended by a signal
+  std::string out, err;
+};
+
+// Runs `linformer ARGS` (ARGS is shell text) with stdout and stderr captured into files in dir.
+RunResult run_cli(const std::string& dir, const std::string& args) {
+  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
+  EXPECT_TRUE(fs::exists(bin)) << bin << " is missing: build the `linformer` target first";
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  const std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  const int st = std::system(cmd.c_str());
+  RunResult r;
+  if (st != -1 && WIFEXITED(st)) {
+    r.code = WEXITSTATUS(st);
+    r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
+  } else if (st != -1 && WIFSIGNALED(st)) {
+    r.code = 128 + WTERMSIG(st);
+    r.crashed = true;
+  }
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+std::string show(const RunResult& r) {
+  return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
+}
+
+void expect_ok(const RunResult& r, const std::string& what) {
+  EXPECT_EQ(r.code, 0) << what << "\n" << show(r);
+}
+
+// Fails (not by a signal) with every phrase in stderr.
+void expect_fail(const RunResult& r, std::initializer_list<std::string> phrases,
+                 const std::string& what) {
+  EXPECT_FALSE(r.crashed) << what << ": crashed\n" << show(r);
+  EXPECT_NE(r.code, 0) << what << "\n" << show(r);
+  EXPECT_FALSE(r.err.empty()) << what << ": nothing on stderr";
+  for (const std::string& p : phrases)
+    EXPECT_NE(r.err.find(p), std::string::npos) << what << ": stderr lacks \"" << p << "\"\n"
+                                                << show(r);
+}
+
+void expect_mentions(const std::string& text, std::initializer_list<std::string> words,
+                     const std::string& what) {
+  for (const std::string& w : words)
+    EXPECT_NE(text.find(w), std::string::npos) << what << " lacks \"" << w << "\":\n" << text;
+}
+
+// A padded batch: B = 3, N = 12, lengths 12, 7, 10; ids start with cls_id, padding is pad_id.
+struct Inputs {
+  int64_t B = 3, N = 12;
+  std::vector<int64_t> ids, mask;
+};
+
+Inputs make_inputs(const Config& c) {
+  Inputs in;
+  const int64_t lens[3] = {12, 7, 10};
+  in.ids.resize(in.B * in.N);
+  in.mask.resize(in.B * in.N);
+  for (int64_t b = 0; b < in.B; ++b)
+    for (int64_t t = 0; t < in.N; ++t) {
+      const int64_t i = b * in.N + t;
+      const bool real = t < lens[b];
+      in.mask[i] = real;
+      in.ids[i] = !real    ? c.pad_id
+                  : t == 0 ? c.cls_id
+                           : static_cast<int64_t>(rng_bits(21, 3, i) % c.vocab_size);
+    }
+  return in;
+}
+
+void write_inputs(const Inputs& in, const std::string& path, bool int32) {
+  SafeTensorsWriter w;
+  if (int32) {
+    std::vector<int32_t> ids(in.ids.begin(), in.ids.end()), mask(in.mask.begin(), in.mask.end());
+    w.add_i32("input_ids", {in.B, in.N}, ids.data());
+    w.add_i32("attention_mask", {in.B, in.N}, mask.data());
+  } else {
+    w.add_i64("input_ids", {in.B, in.N}, in.ids.data());
+    w.add_i64("attention_mask", {in.B, in.N}, in.mask.data());
+  }
+  w.write(path);
+}
+
+// `init` a model folder from cfg; returns its path.
+std::string init_model(const std::string& dir, const Config& cfg, const std::string& name,
+                       uint64_t seed) {
+  cfg.save(dir + "/" + name + ".json");
+  const RunResult r = run_cli(dir, "init --config " + dir + "/" + name + ".json --seed " +
+                                       std::to_string(seed) + " --out " + dir + "/" + name);
+  EXPECT_EQ(r.code, 0) << show(r);
+  return dir + "/" + name;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(Cli, HelpOfAppAndEachCommand) {
+  const std::string dir = test::temp_dir("help");
+  RunResult r = run_cli(dir, "--help");
+  expect_ok(r, "--help");
+  expect_mentions(r.out, {"init", "forward", "info", "--help"}, "linformer --help");
+
+  r = run_cli(dir, "init --help");
+  expect_ok(r, "init --help");
+  expect_mentions(r.out, {"--config", "--seed", "--out", "--set", "--from", "docs/config.md"},
+                  "init --help");
+
+  r = run_cli(dir, "forward --help");
+  expect_ok(r, "forward --help");
+  expect_mentions(
+      r.out,
+      {"--model", "--input", "--out", "--random-batch", "--classify", "--no-logits", "input_ids",
+       "attention_mask", "hidden_states", "mlm_logits", "[B,N,D]", "[B,N,V]"},
+      "forward --help");
+
+  r = run_cli(dir, "info --help");
+  expect_ok(r, "info --help");
+  expect_mentions(r.out, {"--model"}, "info --help");
+
+  r = run_cli(dir, "--version");
+  expect_ok(r, "--version");
+  expect_mentions(r.out, {"linformer"}, "--version");
+}
+
+TEST(Cli, UsageErrors) {
+  const std::string dir = test::temp_dir("usage");
+  expect_fail(run_cli(dir, ""), {"subcommand"}, "no command");
+  expect_fail(run_cli(dir, "init --seed 1"), {"--out"}, "init without --out");
+  expect_fail(run_cli(dir, "init --out x --bogus"), {"--bogus"}, "unknown option");
+  expect_fail(run_cli(dir, "forward --model " + dir + "/nope --random-batch 1 2 --out o"),
+              {"--model", "nope"}, "forward with a missing model folder");
+  expect_fail(run_cli(dir, "info --model " + dir + "/nope"), {"--model", "nope"},
+              "info with a missing model folder");
+}
+
+// Runs `forward` on a padded batch and compares with the in-process model on the same weights.
+void check_forward_matches(const std::string& dir, const Config& cfg, const std::string& name) {
+  const std::string model_dir = init_model(dir, cfg, name, 3);
+
+  // init is a pure function of (config, seed).
+  Model expected(cfg);
+  expected.init(3);
+  auto loaded = load_model(model_dir);
+  EXPECT_EQ(loaded->config().to_json(), cfg.to_json());
+  for (const ParamInfo& p : expected.params())
+    ASSERT_EQ(0, std::memcmp(expected.param_data() + p.offset, loaded->param(p.name),
+                             p.numel * sizeof(float)))
+        << name << ": " << p.name;
+
+  const Inputs in = make_inputs(cfg);
+  std::vector<int32_t> ids(in.ids.begin(), in.ids.end());
+  std::vector<float> mask(in.mask.begin(), in.mask.end());
+  loaded->forward(Batch{ids.data(), mask.data(), in.B, in.N}, false);
+  const int64_t D = cfg.d_model, V = cfg.vocab_size, C = cfg.num_classes;
+  std::vector<float> hidden(loaded->hidden(), loaded->hidden() + in.B * in.N * D);
+  std::vector<float> logits(in.B * in.N * V), cls(in.B * C);
+  loaded->mlm_logits(logits.data());
+  loaded->cls_logits(cls.data());
+
+  for (bool int32 : {false, true}) {
+    const std::string what = name + (int32 ? " (I32 ids)" : " (I64 ids)");
+    const std::string input = dir + "/" + name + (int32 ? "_in32" : "_in64") + ".safetensors";
+    const std::string output = dir + "/" + name + (int32 ? "_out32" : "_out64") + ".safetensors";
+    write_inputs(in, input, int32);
+    const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + input +
+                                         " --out " + output + " --classify");
+    expect_ok(r, what);
+    ASSERT_TRUE(fs::exists(output)) << what;
+    SafeTensorsReader out(output);
+    std::vector<int64_t> shape;
+    std::vector<float> h = out.read_f32("hidden_states", &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{in.B, in.N, D})) << what;
+    EXPECT_EQ(out.info("hidden_states").dtype, DType::F32);
+    ASSERT_EQ(h.size(), hidden.size());
+    EXPECT_LT(test::rel_error(h.data(), hidden.data(), h.size()), 1e-6) << what << " hidden";
+    std::vector<float> lg = out.read_f32("mlm_logits", &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{in.B, in.N, V})) << what;
+    ASSERT_EQ(lg.size(), logits.size());
+    EXPECT_LT(test::rel_error(lg.data(), logits.data(), lg.size()), 1e-6) << what << " logits";
+    std::vector<float> cl = out.read_f32("class_logits", &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{in.B, C})) << what;
+    ASSERT_EQ(cl.size(), cls.size());
+    EXPECT_LT(test::rel_error(cl.data(), cls.data(), cl.size()), 1e-6) << what << " classes";
+  }
+
+  // Without a mask every position is real: the output differs from the padded run.
+  SafeTensorsWriter w;
+  w.add_i64("input_ids", {in.B, in.N}, in.ids.data());
+  w.write(dir + "/" + name + "_nomask.safetensors");
+  const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + dir + "/" + name +
+                                       "_nomask.safetensors --out " + dir + "/" + name +
+                                       "_nomask_out.safetensors --no-logits");
+  expect_ok(r, name + " without mask");
+  SafeTensorsReader out(dir + "/" + name + "_nomask_out.safetensors");
+  EXPECT_FALSE(out.has("mlm_logits")) << "--no-logits";
+  EXPECT_FALSE(out.has("class_logits"));
+  const std::vector<float> h = out.read_f32("hidden_states");
+  EXPECT_GT(test::rel_error(h.data(), hidden.data(), h.size()), 1e-4) << name << ": mask ignored?";
+}
+
+TEST(Cli, InitThenForwardMatchesInProcessModel) {
+  const std::string dir = test::temp_dir("fwd");
+  Config lin = test::tiny_config();
+  check_forward_matches(dir, lin, "linformer");
+  Config std_cfg = test::tiny_config();
+  std_cfg.attention = AttentionKind::standard;
+  std_cfg.norm = NormPlacement::pre;
+  check_forward_matches(dir, std_cfg, "standard");
+}
+
+TEST(Cli, ForwardAcceptsFloatMaskAndRandomBatch) {
+  const std::string dir = test::temp_dir("fmask");
+  const Config cfg = test::tiny_config();
+  const std::string m = init_model(dir, cfg, "m", 1);
+  const Inputs in = make_inputs(cfg);
+  std::vector<float> fmask(in.mask.begin(), in.mask.end());
+  SafeTensorsWriter w;
+  w.add_i64("input_ids", {in.B, in.N}, in.ids.data());
+  w.add_f32("attention_mask", {in.B, in.N}, fmask.data());
+  w.write(dir + "/in_f.safetensors");
+  write_inputs(in, dir + "/in_i.safetensors", false);
+  expect_ok(run_cli(dir, "forward --model " + m + " --input " + dir + "/in_f.safetensors --out " +
+                             dir + "/out_f.safetensors"),
+            "float mask");
+  expect_ok(run_cli(dir, "forward --model " + m + " --input " + dir + "/in_i.safetensors --out " +
+                             dir + "/out_i.safetensors"),
+            "int mask");
+  const std::vector<float> a =
+      SafeTensorsReader(dir + "/out_f.safetensors").read_f32("hidden_states");
+  const std::vector<float> b =
+      SafeTensorsReader(dir + "/out_i.safetensors").read_f32("hidden_states");
+  EXPECT_EQ(a, b);
+
+  const RunResult r = run_cli(dir, "forward --model " + m + " --random-batch 2 16 --seed 4 --out " +
+                                       dir + "/rnd.safetensors --no-logits");
+  expect_ok(r, "random batch");
+  std::vector<int64_t> shape;
+  SafeTensorsReader(dir + "/rnd.safetensors").read_f32("hidden_states", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{2, 16, cfg.d_model}));
+}
+
+TEST(Cli, InfoDescribesFolder) {
+  const std::string dir = test::temp_dir("info");
+  const std::string m = init_model(dir, test::tiny_config(), "m", 1);
+  const RunResult r = run_cli(dir, "info --model " + m);
+  expect_ok(r, "info");
+  expect_mentions(r.out,
+                  {"\"attention\": \"linformer\"", "roberta.encoder.kv_proj.weight", "[4, 16]",
+                   "roberta.embeddings.word_embeddings.weight", "[37, 16]", "parameters"},
+                  "info output");
+  EXPECT_EQ(r.out.find("absent"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InitSetOverridesConfig) {
+  const std::string dir = test::temp_dir("set");
+  test::tiny_config().save(dir + "/base.json");
+  RunResult r =
+      run_cli(dir, "init --config " + dir + "/base.json --set 'k=[8,2]' --set sharing=kv " +
+                       "--set attention_dropout=0 --set norm=pre --out " + dir + "/m");
+  expect_ok(r, "init --set");
+  Config c = Config::load(dir + "/m/config.json");
+  EXPECT_EQ(c.k, (std::vector<int64_t>{8, 2}));
+  EXPECT_EQ(c.sharing, Sharing::kv);
+  EXPECT_EQ(c.norm, NormPlacement::pre);
+  EXPECT_EQ(c.attention_dropout, 0.f);
+  EXPECT_EQ(c.d_model, 16);  // from the file
+  expect_fail(
+      run_cli(dir, "init --config " + dir + "/base.json --set nonsense=1 --out " + dir + "/x"),
+      {"unknown key 'nonsense'"}, "unknown --set key");
+  expect_fail(run_cli(dir, "init --set d_model=15 --out " + dir + "/x"), {"d_model", "n_heads"},
+              "invalid --set value");
+  expect_fail(run_cli(dir, "init --set k --out " + dir + "/x"), {"KEY=VALUE"}, "--set without =");
+  EXPECT_FALSE(fs::exists(dir + "/x"));
+}
+
+// A Hugging Face RoBERTa-style file (tests/reference/make_hf_roberta.py) through the CLI.
+TEST(Cli, RobertaCheckpointWorkflow) {
+  const std::string dir = test::temp_dir("hf");
+  Config cfg = test::tiny_config();  // position_offset 2, max_len 16: max_pos 18
+  const std::string hf = dir + "/hf.safetensors";
+  const std::string py = std::string("/usr/bin/python3 ") + LF_SOURCE_DIR +
+                         "/tests/reference/make_hf_roberta.py --out " + hf +
+                         " --vocab 37 --max-pos 18 --hidden 16 --ffn 24 --layers 2";
+  ASSERT_EQ(std::system(py.c_str()), 0) << py;
+
+  // As a standard model folder: hidden states and logits work, the missing classifier is named.
+  cfg.attention = AttentionKind::standard;
+  fs::create_directories(dir + "/std");
+  fs::copy_file(hf, dir + "/std/model.safetensors");
+  cfg.save(dir + "/std/config.json");
+  const Inputs in = make_inputs(cfg);
+  write_inputs(in, dir + "/in.safetensors", false);
+  expect_ok(run_cli(dir, "forward --model " + dir + "/std --input " + dir +
+                             "/in.safetensors --out " + dir + "/out.safetensors"),
+            "RoBERTa as standard");
+  expect_fail(run_cli(dir, "forward --model " + dir + "/std --input " + dir +
+                               "/in.safetensors --out " + dir + "/out2.safetensors --classify"),
+              {"classifier.out_proj.weight", "init", "--from"}, "--classify without a head");
+  const RunResult info = run_cli(dir, "info --model " + dir + "/std");
+  expect_ok(info, "info on RoBERTa folder");
+  expect_mentions(info.out,
+                  {"absent", "roberta.embeddings.position_ids", "roberta.pooler.dense.weight"},
+                  "info on RoBERTa folder");
+
+  // As a Linformer folder: forward refuses random projections and says what to do.
+  cfg.attention = AttentionKind::linformer;
+  fs::create_directories(dir + "/lin");
+  fs::copy_file(hf, dir + "/lin/model.safetensors");
+  cfg.save(dir + "/lin/config.json");
+  expect_fail(run_cli(dir, "forward --model " + dir + "/lin --input " + dir +
+                               "/in.safetensors --out " + dir + "/out3.safetensors --no-logits"),
+              {"roberta.encoder.kv_proj.weight", "init", "--from"},
+              "Linformer without projections");
+  EXPECT_FALSE(fs::exists(dir + "/out3.safetensors"));
+
+  // init --from writes a complete folder: RoBERTa's weights plus fresh projections and head.
+  const RunResult r = run_cli(dir, "init --config " + dir + "/lin/config.json --from " + hf +
+                                       " --seed 5 --out " + dir + "/full");
+  expect_ok(r, "init --from");
+  expect_mentions(r.out,
+                  {"roberta.encoder.kv_proj.weight", "classifier.dense.weight",
+                   "roberta.embeddings.position_ids", "lm_head.decoder.weight"},
+                  "init --from report");
+  LoadOptions strict;
+  strict.init_missing = false;
+  auto full = load_model(dir + "/full", strict);
+  SafeTensorsReader src(hf);
+  Model fresh(cfg);
+  fresh.init(5);
+  for (const ParamInfo& p : full->params()) {
+    const std::vector<float> want =
+        src.has(p.name) ? src.read_f32(p.name)
+                        : std::vector<float>(fresh.param(p.name), fresh.param(p.name) + p.numel);
+    EXPECT_EQ(0, std::memcmp(want.data(), full->param(p.name), p.numel * sizeof(float))) << p.name;
+  }
+  expect_ok(run_cli(dir, "forward --model " + dir + "/full --input " + dir +
+                             "/in.safetensors --out " + dir + "/out4.safetensors --classify"),
+            "complete Linformer folder");
+
+  // --from with a file that does not fit the config: the tensor and both shapes.
+  expect_fail(run_cli(dir, "init --config " + dir + "/lin/config.json --set d_ff=32 --from " + hf +
+                               " --out " + dir + "/bad"),
+              {"roberta.encoder.layer.0.intermediate.dense.weight", "[24, 16]", "[32, 16]"},
+              "init --from mismatch");
+}
+
+TEST(Cli, ErrorsNameTheProblem) {
+  const std::string dir = test::temp_dir("err");
+  const Config cfg = test::tiny_config();
+  const std::string m = init_model(dir, cfg, "m", 1);
+  const std::string fwd = "forward --model " + m + " --out " + dir + "/out.safetensors --input ";
+
+  // Config problems at init.
+  expect_fail(run_cli(dir, "init --config " + dir + "/missing.json --out " + dir + "/x"),
+              {"--config", "missing.json", "does not exist"}, "missing --config file");
+  write_file_atomic(dir + "/bad.json", std::string("{\"vocab_size\": 10,, }"));
+  expect_fail(run_cli(dir, "init --config " + dir + "/bad.json --out " + dir + "/x"),
+              {"bad.json", "not valid JSON"}, "bad JSON config");
+  Config causal = cfg;
+  causal.causal = true;
+  causal.attention = AttentionKind::standard;
+  causal.save(dir + "/causal.json");  // standard + causal is fine; make it Linformer by hand
+  std::string text = read_file(dir + "/causal.json");
+  text.replace(text.find("\"standard\""), 10, "\"linformer\"");
+  write_file_atomic(dir + "/causal.json", text);
+  expect_fail(run_cli(dir, "init --config " + dir + "/causal.json --out " + dir + "/x"),
+              {"causal.json", "causal", "Linformer"}, "causal Linformer config");
+  write_file_atomic(dir + "/unknown.json", std::string("{\"heads\": 4}"));
+  expect_fail(run_cli(dir, "init --config " + dir + "/unknown.json --out " + dir + "/x"),
+              {"unknown key 'heads'"}, "unknown config key");
+  EXPECT_FALSE(fs::exists(dir + "/x"));
+
+  // Inputs that do not fit the model.
+  auto write_ids = [&](const std::string& name, std::vector<int64_t> shape,
+                       const std::vector<int64_t>& ids) {
+    SafeTensorsWriter w;
+    w.add_i64("input_ids", shape, ids.data());
+    w.write(dir + "/" + name);
+    return dir + "/" + name;
+  };
+  std::vector<int64_t> long_ids(2 * 17, 5);
+  expect_fail(run_cli(dir, fwd + write_ids("long.safetensors", {2, 17}, long_ids)),
+              {"long.safetensors", "17", "max_len 16"}, "N > max_len");
+  std::vector<int64_t> oov(2 * 4, 3);
+  oov[6] = 37;
+  expect_fail(run_cli(dir, fwd + write_ids("oov.safetensors", {2, 4}, oov)),
+              {"oov.safetensors", "input_ids[1, 2] = 37", "vocabulary [0, 37)"}, "id == V");
+  oov[6] = -1;
+  expect_fail(run_cli(dir, fwd + write_ids("neg.safetensors", {2, 4}, oov)),
+              {"input_ids[1, 2] = -1", "vocabulary"}, "negative id");
+  expect_fail(run_cli(dir, fwd + write_ids("flat.safetensors", {8}, oov)),
+              {"flat.safetensors", "[B, N]", "[8]"}, "1-D input_ids");
+  expect_fail(run_cli(dir, fwd + write_ids("empty.safetensors", {0, 4}, {})),
+              {"empty.safetensors", "[0, 4]", "empty"}, "B = 0");
+  {
+    SafeTensorsWriter w;
+    std::vector<int64_t> ids(2 * 4, 3), mask(2 * 5, 1);
+    w.add_i64("input_ids", {2, 4}, ids.data());
+    w.add_i64("attention_mask", {2, 5}, mask.data());
+    w.write(dir + "/maskshape.safetensors");
+    expect_fail(run_cli(dir, fwd + dir + "/maskshape.safetensors"),
+                {"maskshape.safetensors", "attention_mask", "[2, 5]", "[2, 4]"},
+                "attention_mask shape mismatch");
+    SafeTensorsWriter w2;
+    mask.assign(2 * 4, 1);
+    mask[3] = 2;
+    w2.add_i64("input_ids", {2, 4}, ids.data());
+    w2.add_i64("attention_mask", {2, 4}, mask.data());
+    w2.write(dir + "/maskval.safetensors");
+    expect_fail(run_cli(dir, fwd + dir + "/maskval.safetensors"),
+                {"attention_mask[0, 3] = 2", "0 (padding) or 1"}, "mask value 2");
+    SafeTensorsWriter w3;
+    std::vector<float> fids(8, 1.f);
+    w3.add_f32("input_ids", {2, 4}, fids.data());
+    w3.write(dir + "/floatids.safetensors");
+    expect_fail(run_cli(dir, fwd + dir + "/floatids.safetensors"),
+                {"input_ids", "floating dtype F32", "integer"}, "float input_ids");
+    SafeTensorsWriter w4;
+    w4.add_i64("tokens", {2, 4}, ids.data());
+    w4.write(dir + "/noids.safetensors");
+    expect_fail(run_cli(dir, fwd + dir + "/noids.safetensors"),
+                {"noids.safetensors", "no tensor 'input_ids'", "tokens"}, "no input_ids");
+  }
+
+  // Input files that are not safetensors.
+  write_file_atomic(dir + "/text.safetensors", std::string("input_ids = [[0, 5, 6, 2]]\n"));
+  expect_fail(run_cli(dir, fwd + dir + "/text.safetensors"),
+              {"text.safetensors", "header length", "not a safetensors file"}, "text file");
+  write_file_atomic(dir + "/short.safetensors", std::string("abc"));
+  expect_fail(run_cli(dir, fwd + dir + "/short.safetensors"), {"short.safetensors", "too short"},
+              "3-byte file");
+  expect_fail(run_cli(dir, fwd + dir + "/absent.safetensors"), {"absent.safetensors"},
+              "missing input file");
+  EXPECT_FALSE(fs::exists(dir + "/out.safetensors")) << "a failed forward wrote output";
+
+  // Neither --input nor --random-batch; both.
+  expect_fail(run_cli(dir, "forward --model " + m + " --out " + dir + "/o.safetensors"),
+              {"--input", "--random-batch"}, "no input");
+  expect_fail(
+      run_cli(dir, "forward --model " + m + " --random-batch 1 17 --out " + dir + "/o.safetensors"),
+      {"max_len"}, "random batch too long");
+  expect_fail(
+      run_cli(dir, "forward --model " + m + " --random-batch 0 4 --out " + dir + "/o.safetensors"),
+      {"empty"}, "random batch B = 0");
+  // An output path in a folder that does not exist.
+  write_ids("ok.safetensors", {1, 4}, {0, 5, 6, 2});
+  expect_fail(run_cli(dir, "forward --model " + m + " --input " + dir + "/ok.safetensors --out " +
+                               dir + "/no/such/dir/o.safetensors"),
+              {"cannot write", "no/such/dir/o.safetensors"}, "unwritable output");
+
+  // Broken model folders.
+  fs::create_directories(dir + "/empty_model");
+  expect_fail(run_cli(dir, "forward --model " + dir + "/empty_model --input " + dir +
+                               "/ok.safetensors --out " + dir + "/o.safetensors"),
+              {"no model.safetensors"}, "folder without weights");
+  Config other = cfg;
+  other.d_model = 32;
+  other.save(m + "/config.json");
+  expect_fail(run_cli(dir, "info --model " + m),
+              {"expected [37, 32]", "does the model configuration (config.json) match"},
+              "config.json mismatching the weights");
+}
+
+}  // namespace
+}  // namespace lf

@@ -1,0 +1,724 @@
+// Every backward function, and the whole model, against central finite differences.
+//
+// Method: random inputs, a random weighting r, scalar loss = sum(r * output) accumulated in
+// double; analytic gradient from the backward function (into zeroed buffers: backward
+// accumulates); numeric gradient (L(x + h) - L(x - h)) / (2h) using the step actually applied
+// in float.
+//
+// Tolerances for the kernel checks (inputs and r are O(1), h = 1e-2):
+//   - truncation error of the central difference: |f'''| h^2 / 6 ~ 2e-5 |f'''|;
+//   - rounding: the forward runs in float32, so each evaluation of L carries an error of about
+//     2^-24 * sqrt(#outputs) * O(1) ~ 1e-6, which the division by 2h turns into ~5e-5.
+//   Both are far below kAtol = 1e-3 (absolute) + kRtol = 1e-2 (relative to |analytic|), while a
+//   wrong gradient (missing term, wrong factor, wrong index) is off by O(|gradient|) = O(1).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/ops.h"
+#include "layers/attention.h"
+#include "linformer/model.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+constexpr float kH = 1e-2f;
+constexpr double kAtol = 1e-3, kRtol = 1e-2;
+
+double weighted_sum(const float* out, const std::vector<float>& r) {
+  double s = 0;
+  for (size_t i = 0; i < r.size(); ++i) s += double(r[i]) * out[i];
+  return s;
+}
+
+// Indices to check: all when n <= max_entries, else a random subset of max_entries.
+std::vector<size_t> pick(size_t n, size_t max_entries, uint64_t seed) {
+  std::vector<size_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  if (n <= max_entries) return idx;
+  for (size_t i = 0; i < max_entries; ++i) {  // partial Fisher-Yates
+    const size_t j = i + rng_bits(seed, 91, i) % (n - i);
+    std::swap(idx[i], idx[j]);
+  }
+  idx.resize(max_entries);
+  return idx;
+}
+
+// Central difference of loss() w.r.t. x[i], with the float step actually taken.
+double numeric_grad(float* x, size_t i, float h, const std::function<double()>& loss) {
+  const float x0 = x[i];
+  const float xp = x0 + h, xm = x0 - h;
+  x[i] = xp;
+  const double lp = loss();
+  x[i] = xm;
+  const double lm = loss();
+  x[i] = x0;
+  return (lp - lm) / (double(xp) - double(xm));
+}
+
+// Finite differences run many tiny forwards: on one thread, to avoid paying an OpenMP fork per
+// call (the analytic gradients are computed with the default thread count; thread-count
+// independence itself is tested in test_invariance.cpp).
+struct OneThread {
+  int saved = omp_get_max_threads();
+  OneThread() { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved); }
+};
+
+// Compares analytic[i] with the central difference for the chosen entries of x.
+void check_grad(const std::string& what, float* x, size_t n, const float* analytic,
+                const std::function<double()>& loss, size_t max_entries = 400,
+                uint64_t seed = 1) {
+  OneThread one;
+  int bad = 0;
+  double worst = 0;
+  for (size_t i : pick(n, max_entries, seed)) {
+    const double num = numeric_grad(x, i, kH, loss);
+    const double err = std::abs(num - analytic[i]);
+    const double tol = kAtol + kRtol * std::abs(analytic[i]);
+    worst = std::max(worst, err / tol);
+    if (err > tol && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << num;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " entries out of tolerance";
+  ::testing::Test::RecordProperty(what + "_worst_err_over_tol", std::to_string(worst));
+}
+
+std::vector<float> zeros(size_t n) { return std::vector<float>(n, 0.f); }
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+TEST(GradCheck, Linear) {
+  const int64_t rows = 5, in = 7, out = 6;
+  auto x = test::random_vec(rows * in, 1), W = test::random_vec(out * in, 2),
+       b = test::random_vec(out, 3), r = test::random_vec(rows * out, 4);
+  std::vector<float> y(rows * out);
+  auto loss = [&] {
+    linear_forward(y.data(), x.data(), W.data(), b.data(), rows, in, out);
+    return weighted_sum(y.data(), r);
+  };
+  auto dx = zeros(x.size()), dW = zeros(W.size()), db = zeros(b.size());
+  loss();
+  linear_backward(dx.data(), dW.data(), db.data(), r.data(), x.data(), W.data(), rows, in, out);
+  check_grad("linear.dinp", x.data(), x.size(), dx.data(), loss);
+  check_grad("linear.dW", W.data(), W.size(), dW.data(), loss);
+  check_grad("linear.db", b.data(), b.size(), db.data(), loss);
+}
+
+TEST(GradCheck, LayerNorm) {
+  const int64_t rows = 4, C = 9;
+  auto x = test::random_vec(rows * C, 5), w = test::random_vec(C, 6), b = test::random_vec(C, 7),
+       r = test::random_vec(rows * C, 8);
+  for (int64_t i = 0; i < C; ++i) x[i] = 3.f + 0.5f * x[i];  // offset row, smaller spread
+  std::vector<float> y(rows * C), mean(rows), rstd(rows);
+  auto loss = [&] {
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
+                      1e-5f);
+    return weighted_sum(y.data(), r);
+  };
+  auto dx = zeros(x.size()), dw = zeros(C), db = zeros(C);
+  loss();
+  layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), rows, C);
+  check_grad("layernorm.dinp", x.data(), x.size(), dx.data(), loss);
+  check_grad("layernorm.dw", w.data(), C, dw.data(), loss);
+  check_grad("layernorm.db", b.data(), C, db.data(), loss);
+}
+
+TEST(GradCheck, Gelu) {
+  const int64_t n = 60;
+  auto x = test::random_vec(n, 9, 1.5f), r = test::random_vec(n, 10);
+  std::vector<float> y(n);
+  auto loss = [&] {
+    gelu_forward(y.data(), x.data(), n);
+    return weighted_sum(y.data(), r);
+  };
+  auto dx = zeros(n);
+  gelu_backward(dx.data(), x.data(), r.data(), n);
+  check_grad("gelu", x.data(), n, dx.data(), loss);
+}
+
+TEST(GradCheck, Tanh) {
+  const int64_t n = 60;
+  auto x = test::random_vec(n, 11, 1.5f), r = test::random_vec(n, 12);
+  std::vector<float> y(n);
+  auto loss = [&] {
+    tanh_forward(y.data(), x.data(), n);
+    return weighted_sum(y.data(), r);
+  };
+  loss();
+  auto dx = zeros(n);
+  tanh_backward(dx.data(), y.data(), r.data(), n);
+  check_grad("tanh", x.data(), n, dx.data(), loss);
+}
+
+TEST(GradCheck, SoftmaxWithMask) {
+  const int64_t rows = 4, cols = 7;
+  const float scale = 0.6f;
+  auto x = test::random_vec(rows * cols, 13, 2.f), r = test::random_vec(rows * cols, 14);
+  std::vector<float> y(rows * cols);
+  for (int with_mask = 0; with_mask < 3; ++with_mask) {
+    std::vector<float> mask(cols, 1.f);
+    if (with_mask == 1) mask[1] = mask[4] = 0.f;
+    if (with_mask == 2) std::fill(mask.begin(), mask.end(), 0.f);  // fully masked: all zero
+    const float* km = with_mask ? mask.data() : nullptr;
+    auto loss = [&] {
+      softmax_forward(y.data(), x.data(), rows, cols, scale, km);
+      return weighted_sum(y.data(), r);
+    };
+    loss();
+    auto dx = zeros(x.size());
+    softmax_backward(dx.data(), y.data(), r.data(), rows, cols, scale, true);
+    check_grad("softmax mask=" + std::to_string(with_mask), x.data(), x.size(), dx.data(), loss);
+    loss();  // y again at the unperturbed x
+    // accumulate = false overwrites, also in place over dout.
+    std::vector<float> dx2(x.size(), 123.f), din = r;
+    softmax_backward(dx2.data(), y.data(), r.data(), rows, cols, scale, false);
+    softmax_backward(din.data(), y.data(), din.data(), rows, cols, scale, false);
+    for (size_t i = 0; i < dx.size(); ++i) {
+      EXPECT_EQ(dx2[i], dx[i]) << "overwrite mode at " << i;
+      EXPECT_EQ(din[i], dx[i]) << "in-place overwrite mode at " << i;
+    }
+  }
+}
+
+TEST(GradCheck, DropoutFixedMask) {
+  const int64_t n = 64;
+  const float p = 0.4f;
+  auto x = test::random_vec(n, 15), r = test::random_vec(n, 16);
+  std::vector<float> y(n);
+  auto loss = [&] {
+    dropout_forward(y.data(), x.data(), n, p, 77, 3);
+    return weighted_sum(y.data(), r);
+  };
+  auto dx = zeros(n);
+  dropout_backward(dx.data(), r.data(), n, p, 77, 3);
+  int dropped = 0;
+  for (float v : dx) dropped += v == 0.f;
+  EXPECT_GT(dropped, 5);  // the mask is not trivial at this size
+  EXPECT_LT(dropped, n - 5);
+  check_grad("dropout", x.data(), n, dx.data(), loss);
+}
+
+TEST(GradCheck, Embedding) {
+  const int64_t B = 2, N = 4, C = 3, V = 6, off = 2, P = N + off + 2;
+  auto word = test::random_vec(V * C, 17), pos = test::random_vec(P * C, 18),
+       type = test::random_vec(2 * C, 19), r = test::random_vec(B * N * C, 20);
+  const std::vector<int32_t> ids = {1, 4, 4, 0, 5, 1, 1, 2};  // repeats accumulate
+  std::vector<float> y(B * N * C);
+  auto loss = [&] {
+    embedding_forward(y.data(), ids.data(), word.data(), pos.data(), type.data(), B, N, C, off);
+    return weighted_sum(y.data(), r);
+  };
+  auto dword = zeros(word.size()), dpos = zeros(pos.size()), dtype = zeros(type.size());
+  embedding_backward(dword.data(), dpos.data(), dtype.data(), r.data(), ids.data(), B, N, C, off);
+  check_grad("embedding.word", word.data(), word.size(), dword.data(), loss);
+  check_grad("embedding.pos", pos.data(), pos.size(), dpos.data(), loss);
+  check_grad("embedding.type", type.data(), type.size(), dtype.data(), loss);
+}
+
+TEST(GradCheck, CrossEntropy) {
+  const int64_t rows = 6, V = 7;
+  const float gs = 0.45f;
+  auto x = test::random_vec(rows * V, 21, 2.f);
+  const std::vector<int32_t> t = {3, -100, 0, 6, -1, 2};
+  // The written gradient is that of grad_scale * (summed loss).
+  auto loss = [&] { return gs * cross_entropy(nullptr, x.data(), t.data(), rows, V, 1.f, nullptr); };
+  std::vector<float> d(x.size());
+  cross_entropy(d.data(), x.data(), t.data(), rows, V, gs, nullptr);
+  check_grad("cross_entropy", x.data(), x.size(), d.data(), loss);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+struct AttnCase {
+  std::string name;
+  int64_t B, N, Lk, D, H;
+  bool mask, causal;
+  float p_drop;
+};
+
+void attention_gradcheck(const AttnCase& c) {
+  AttnDims d{c.B, c.N, c.Lk, c.D, c.H, c.D / c.H, c.causal};
+  const float scale = 1.f / std::sqrt(float(d.Dh));
+  auto q = test::random_vec(c.B * c.N * c.D, 31), kk = test::random_vec(c.B * c.Lk * c.D, 32),
+       vv = test::random_vec(c.B * c.Lk * c.D, 33), r = test::random_vec(c.B * c.N * c.D, 34);
+  std::vector<float> mask;
+  if (c.mask) {
+    mask.assign(c.B * c.Lk, 1.f);
+    // Batch 0 keeps all keys; batch 1 loses its last two and key 1.
+    mask[c.Lk + 1] = mask[2 * c.Lk - 1] = mask[2 * c.Lk - 2] = 0.f;
+    if (c.causal) mask[c.Lk] = 0.f;  // batch 1 query 0 then sees no key at all
+  }
+  const float* km = c.mask ? mask.data() : nullptr;
+  std::vector<float> ctx(q.size()), probs(c.B * c.H * c.N * c.Lk);
+  std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+  const uint64_t seed = 1234, stream = 56;
+  auto loss = [&] {
+    attention_forward(ctx.data(), probs.data(), q.data(), kk.data(), vv.data(), km, d, scale,
+                      c.p_drop, seed, stream, scratch.data());
+    return weighted_sum(ctx.data(), r);
+  };
+  loss();
+  // Inference mode (probs = null) computes the same context.
+  std::vector<float> ctx2(ctx.size());
+  attention_forward(ctx2.data(), nullptr, q.data(), kk.data(), vv.data(), km, d, scale, c.p_drop,
+                    seed, stream, scratch.data());
+  EXPECT_LT(test::rel_error(ctx2.data(), ctx.data(), ctx.size()), 1e-6);
+  auto dq = zeros(q.size()), dk = zeros(kk.size()), dv = zeros(vv.size());
+  attention_backward(dq.data(), dk.data(), dv.data(), r.data(), probs.data(), q.data(), kk.data(),
+                     vv.data(), d, scale, c.p_drop, seed, stream, scratch.data());
+  check_grad(c.name + ".dq", q.data(), q.size(), dq.data(), loss);
+  check_grad(c.name + ".dk", kk.data(), kk.size(), dk.data(), loss);
+  check_grad(c.name + ".dv", vv.data(), vv.size(), dv.data(), loss);
+}
+
+TEST(GradCheck, AttentionPlain) { attention_gradcheck({"plain", 2, 5, 5, 6, 2, false, false, 0.f}); }
+TEST(GradCheck, AttentionKeyMask) { attention_gradcheck({"mask", 2, 5, 5, 6, 2, true, false, 0.f}); }
+TEST(GradCheck, AttentionCausal) { attention_gradcheck({"causal", 2, 5, 5, 6, 2, false, true, 0.f}); }
+TEST(GradCheck, AttentionCausalWithMask) {
+  attention_gradcheck({"causal_mask", 2, 5, 5, 6, 2, true, true, 0.f});
+}
+TEST(GradCheck, AttentionDropoutOnProbabilities) {
+  attention_gradcheck({"dropout", 2, 5, 5, 6, 2, true, false, 0.3f});
+}
+TEST(GradCheck, AttentionProjectedKeys) {  // Linformer shape: Lk != N
+  attention_gradcheck({"projected", 2, 6, 3, 6, 3, false, false, 0.f});
+  attention_gradcheck({"projected_dropout", 2, 6, 3, 6, 3, false, false, 0.25f});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sequence projection and max pooling
+
+void seq_project_gradcheck(bool with_mask, bool with_em) {
+  const int64_t B = 2, N = 5, K = 3, C = 4, ldE = 7, ldx = 6, ldo = 5;
+  auto E = test::random_vec(K * ldE, 41), x = test::random_vec(B * N * ldx, 42),
+       r = test::random_vec(B * K * ldo, 43), r2 = test::random_vec(B * K, 44);
+  for (int64_t b = 0; b < B; ++b)  // the ldo padding columns are not outputs
+    for (int64_t j = 0; j < K; ++j)
+      for (int64_t c = C; c < ldo; ++c) r[(b * K + j) * ldo + c] = 0.f;
+  std::vector<float> mask = {1, 1, 1, 1, 1, 1, 0, 1, 1, 0};
+  const float* m = with_mask ? mask.data() : nullptr;
+  std::vector<float> out(B * K * ldo), em(B * K), Ebm(B * K * N);
+  auto loss = [&] {
+    seq_project_forward(out.data(), ldo, with_em ? em.data() : nullptr, Ebm.data(), E.data(), ldE,
+                        x.data(), ldx, m, B, N, K, C);
+    double s = weighted_sum(out.data(), r);
+    if (with_em) s += weighted_sum(em.data(), r2);
+    return s;
+  };
+  loss();
+  // em = E[:, :N] m_b, checked against a loop.
+  if (with_em)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < K; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < N; ++t) s += E[j * ldE + t] * (m ? m[b * N + t] : 1.f);
+        EXPECT_NEAR(em[b * K + j], s, 1e-5);
+      }
+  auto dx = zeros(x.size()), dE = zeros(E.size());
+  std::vector<float> scratch(K * N);
+  seq_project_backward(dx.data(), ldx, dE.data(), r.data(), ldo, with_em ? r2.data() : nullptr,
+                       Ebm.data(), E.data(), ldE, x.data(), m, B, N, K, C, scratch.data());
+  const std::string tag = std::string("seq_project mask=") + (with_mask ? "1" : "0") +
+                          " em=" + (with_em ? "1" : "0");
+  // All entries, including the unused columns t >= N of E and the ldx padding of x (gradient 0).
+  check_grad(tag + ".dx", x.data(), x.size(), dx.data(), loss);
+  check_grad(tag + ".dE", E.data(), E.size(), dE.data(), loss);
+  // dE only (dx null) gives the same dE.
+  auto dE2 = zeros(E.size());
+  seq_project_backward(nullptr, ldx, dE2.data(), r.data(), ldo, with_em ? r2.data() : nullptr,
+                       Ebm.data(), E.data(), ldE, x.data(), m, B, N, K, C, scratch.data());
+  EXPECT_LT(test::rel_error(dE2.data(), dE.data(), dE.size()), 1e-6);
+}
+
+TEST(GradCheck, SeqProjectNoMask) { seq_project_gradcheck(false, false); }
+TEST(GradCheck, SeqProjectNoMaskWithEm) { seq_project_gradcheck(false, true); }
+TEST(GradCheck, SeqProjectMask) { seq_project_gradcheck(true, false); }
+TEST(GradCheck, SeqProjectMaskWithEm) { seq_project_gradcheck(true, true); }
+
+TEST(GradCheck, MaxPool) {
+  // N = 7 positions in windows of w = 3 (K = 3: the last window holds one position).
+  // Batch 1 has positions 3..5 padded, so its window 1 is empty (output 0, no gradient).
+  const int64_t B = 2, N = 7, K = 3, w = 3, C = 4;
+  // Distinct values 0.1 apart within each window, so a step h = 1e-2 never changes an argmax
+  // (max pooling is then locally linear and the central difference is exact up to rounding).
+  std::vector<float> x(B * N * C);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 0.1f * static_cast<float>(rng_bits(51, 0, i) % 40) + 0.001f * float(i);
+  std::vector<float> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1};
+  auto r = test::random_vec(B * K * C, 52);
+  std::vector<float> out(B * K * C);
+  std::vector<int32_t> arg(B * K * C);
+  auto loss = [&] {
+    max_pool_forward(out.data(), arg.data(), x.data(), mask.data(), B, N, K, w, C);
+    return weighted_sum(out.data(), r);
+  };
+  loss();
+  // Forward against a loop.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < K; ++j)
+      for (int64_t c = 0; c < C; ++c) {
+        float best = 0.f;
+        int32_t at = -1;
+        for (int64_t t = j * w; t < std::min((j + 1) * w, N); ++t)
+          if (mask[b * N + t] != 0.f && (at < 0 || x[(b * N + t) * C + c] > best))
+            best = x[(b * N + t) * C + c], at = static_cast<int32_t>(t);
+        EXPECT_EQ(out[(b * K + j) * C + c], best) << b << "," << j << "," << c;
+        EXPECT_EQ(arg[(b * K + j) * C + c], at);
+      }
+  auto dx = zeros(x.size());
+  max_pool_backward(dx.data(), r.data(), arg.data(), B, N, K, C);
+  check_grad("max_pool", x.data(), x.size(), dx.data(), loss);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward functions ACCUMULATE into their outputs: starting from a non-zero buffer c gives
+// c + (the gradient computed from zero).
+
+void expect_accumulated(const std::string& what, const std::vector<float>& from_zero,
+                        const std::vector<float>& from_c, float c) {
+  ASSERT_EQ(from_zero.size(), from_c.size());
+  bool nonzero = false;
+  for (size_t i = 0; i < from_zero.size(); ++i) {
+    nonzero = nonzero || from_zero[i] != 0.f;
+    ASSERT_NEAR(from_c[i], from_zero[i] + c, 1e-5 * (1 + std::abs(from_zero[i])))
+        << what << " does not accumulate at " << i;
+  }
+  EXPECT_TRUE(nonzero) << what << ": gradient is identically zero, test is vacuous";
+}
+
+TEST(GradCheck, BackwardAccumulates) {
+  const float c = 0.375f;
+  auto two = [&](size_t n) { return std::make_pair(zeros(n), std::vector<float>(n, c)); };
+  {  // linear
+    const int64_t rows = 3, in = 4, out = 5;
+    auto x = test::random_vec(rows * in, 1), W = test::random_vec(out * in, 2),
+         g = test::random_vec(rows * out, 3);
+    auto [dx0, dx1] = two(x.size());
+    auto [dW0, dW1] = two(W.size());
+    auto [db0, db1] = two(out);
+    linear_backward(dx0.data(), dW0.data(), db0.data(), g.data(), x.data(), W.data(), rows, in, out);
+    linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), rows, in, out);
+    expect_accumulated("linear.dinp", dx0, dx1, c);
+    expect_accumulated("linear.dW", dW0, dW1, c);
+    expect_accumulated("linear.db", db0, db1, c);
+  }
+  {  // layernorm
+    const int64_t rows = 3, C = 6;
+    auto x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5), b = test::random_vec(C, 6),
+         g = test::random_vec(rows * C, 7);
+    std::vector<float> y(rows * C), mean(rows), rstd(rows);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+    auto [dx0, dx1] = two(x.size());
+    auto [dw0, dw1] = two(C);
+    auto [db0, db1] = two(C);
+    layernorm_backward(dx0.data(), dw0.data(), db0.data(), g.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), rows, C);
+    layernorm_backward(dx1.data(), dw1.data(), db1.data(), g.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), rows, C);
+    expect_accumulated("layernorm.dinp", dx0, dx1, c);
+    expect_accumulated("layernorm.dw", dw0, dw1, c);
+    expect_accumulated("layernorm.db", db0, db1, c);
+  }
+  {  // gelu, tanh, softmax (accumulate = true), dropout
+    const int64_t n = 24;
+    auto x = test::random_vec(n, 8), g = test::random_vec(n, 9);
+    std::vector<float> y(n);
+    auto [a0, a1] = two(n);
+    gelu_backward(a0.data(), x.data(), g.data(), n);
+    gelu_backward(a1.data(), x.data(), g.data(), n);
+    expect_accumulated("gelu", a0, a1, c);
+    tanh_forward(y.data(), x.data(), n);
+    auto [t0, t1] = two(n);
+    tanh_backward(t0.data(), y.data(), g.data(), n);
+    tanh_backward(t1.data(), y.data(), g.data(), n);
+    expect_accumulated("tanh", t0, t1, c);
+    softmax_forward(y.data(), x.data(), 4, 6, 0.5f, nullptr);
+    auto [s0, s1] = two(n);
+    softmax_backward(s0.data(), y.data(), g.data(), 4, 6, 0.5f, true);
+    softmax_backward(s1.data(), y.data(), g.data(), 4, 6, 0.5f, true);
+    expect_accumulated("softmax", s0, s1, c);
+    auto [d0, d1] = two(n);
+    dropout_backward(d0.data(), g.data(), n, 0.3f, 1, 2);
+    dropout_backward(d1.data(), g.data(), n, 0.3f, 1, 2);
+    expect_accumulated("dropout", d0, d1, c);
+    auto [e0, e1] = two(n);  // p = 0 path
+    dropout_backward(e0.data(), g.data(), n, 0.f, 1, 2);
+    dropout_backward(e1.data(), g.data(), n, 0.f, 1, 2);
+    expect_accumulated("dropout p=0", e0, e1, c);
+  }
+  {  // embedding
+    const int64_t B = 2, N = 3, C = 4, V = 5;
+    const std::vector<int32_t> ids = {0, 1, 4, 4, 1, 2};
+    auto g = test::random_vec(B * N * C, 10);
+    auto [w0, w1] = two(V * C);
+    auto [p0, p1] = two((N + 1) * C);
+    auto [y0, y1] = two(C);
+    embedding_backward(w0.data(), p0.data(), y0.data(), g.data(), ids.data(), B, N, C, 1);
+    embedding_backward(w1.data(), p1.data(), y1.data(), g.data(), ids.data(), B, N, C, 1);
+    // Rows never used stay at c: compare everything anyway (their zero-start value is 0).
+    for (size_t i = 0; i < w0.size(); ++i) EXPECT_NEAR(w1[i], w0[i] + c, 1e-5);
+    for (size_t i = 0; i < p0.size(); ++i) EXPECT_NEAR(p1[i], p0[i] + c, 1e-5);
+    expect_accumulated("embedding.type", y0, y1, c);
+  }
+  {  // attention
+    AttnDims d{2, 4, 4, 6, 2, 3, false};
+    auto q = test::random_vec(48, 11), k = test::random_vec(48, 12), v = test::random_vec(48, 13),
+         g = test::random_vec(48, 14);
+    std::vector<float> ctx(48), probs(2 * 2 * 4 * 4);
+    std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+    attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d, 0.5f,
+                      0.2f, 3, 4, scratch.data());
+    auto [q0, q1] = two(48);
+    auto [k0, k1] = two(48);
+    auto [v0, v1] = two(48);
+    attention_backward(q0.data(), k0.data(), v0.data(), g.data(), probs.data(), q.data(), k.data(),
+                       v.data(), d, 0.5f, 0.2f, 3, 4, scratch.data());
+    attention_backward(q1.data(), k1.data(), v1.data(), g.data(), probs.data(), q.data(), k.data(),
+                       v.data(), d, 0.5f, 0.2f, 3, 4, scratch.data());
+    expect_accumulated("attention.dq", q0, q1, c);
+    expect_accumulated("attention.dk", k0, k1, c);
+    expect_accumulated("attention.dv", v0, v1, c);
+  }
+  for (int with_mask = 0; with_mask < 2; ++with_mask) {  // seq_project
+    const int64_t B = 2, N = 4, K = 2, C = 3;
+    auto E = test::random_vec(K * N, 15), x = test::random_vec(B * N * C, 16),
+         g = test::random_vec(B * K * C, 17), gem = test::random_vec(B * K, 18);
+    std::vector<float> mask = {1, 1, 1, 1, 1, 0, 1, 0};
+    const float* m = with_mask ? mask.data() : nullptr;
+    std::vector<float> out(B * K * C), em(B * K), Ebm(B * K * N), scratch(K * N);
+    seq_project_forward(out.data(), C, em.data(), Ebm.data(), E.data(), N, x.data(), C, m, B, N, K, C);
+    auto [x0, x1] = two(x.size());
+    auto [E0, E1] = two(E.size());
+    seq_project_backward(x0.data(), C, E0.data(), g.data(), C, gem.data(), Ebm.data(), E.data(), N,
+                         x.data(), m, B, N, K, C, scratch.data());
+    seq_project_backward(x1.data(), C, E1.data(), g.data(), C, gem.data(), Ebm.data(), E.data(), N,
+                         x.data(), m, B, N, K, C, scratch.data());
+    expect_accumulated("seq_project.dx", x0, x1, c);
+    expect_accumulated("seq_project.dE", E0, E1, c);
+  }
+  {  // max_pool
+    const int64_t B = 1, N = 4, K = 2, C = 3;
+    auto x = test::random_vec(N * C, 19), g = test::random_vec(K * C, 20);
+    std::vector<float> out(K * C);
+    std::vector<int32_t> arg(K * C);
+    max_pool_forward(out.data(), arg.data(), x.data(), nullptr, B, N, K, 2, C);
+    auto [x0, x1] = two(x.size());
+    max_pool_backward(x0.data(), g.data(), arg.data(), B, N, K, C);
+    max_pool_backward(x1.data(), g.data(), arg.data(), B, N, K, C);
+    for (size_t i = 0; i < x0.size(); ++i) EXPECT_NEAR(x1[i], x0[i] + c, 1e-6);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole model
+
+struct ModelCase {
+  std::string name;
+  Config cfg;
+};
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<ModelCase> model_cases() {
+  std::vector<ModelCase> v;
+  Config base = test::tiny_config();
+  {
+    Config c = base;
+    c.attention = AttentionKind::standard;
+    v.push_back({"standard_post", c});
+    c.norm = NormPlacement::pre;
+    v.push_back({"standard_pre", c});
+    c.norm = NormPlacement::post;
+    c.causal = true;
+    v.push_back({"standard_causal", c});
+  }
+  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
+    for (Projection p :
+         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
+      Config c = base;
+      c.sharing = s;
+      c.projection = p;
+      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
+    }
+  {  // pre-norm Linformer with a different k per layer
+    Config c = base;
+    c.norm = NormPlacement::pre;
+    c.k = {8, 2};
+    c.sharing = Sharing::headwise;
+    v.push_back({"headwise_linear_pre_perlayer_k", c});
+    c.sharing = Sharing::none;
+    c.projection = Projection::conv;
+    v.push_back({"none_conv_pre_perlayer_k", c});
+  }
+  return v;
+}
+
+// Random, non-trivial weights: every tensor (LayerNorm and biases too) gets noise.
+void randomise(Model& m, uint64_t seed) {
+  m.init(seed);
+  for (const ParamInfo& p : m.params()) {
+    float* w = m.param_data() + p.offset;
+    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, p.offset, i);
+  }
+}
+
+// A padded batch (3 sequences of lengths 12, 7, 10 at N = 12) with MLM and class labels.
+struct TestBatch {
+  int64_t B = 3, N = 12;
+  std::vector<int32_t> ids, labels, cls = {2, 0, 1};
+  std::vector<float> mask;
+  explicit TestBatch(const Config& cfg) {
+    const int64_t lens[] = {12, 7, 10};
+    ids.resize(B * N);
+    labels.assign(B * N, -100);
+    mask.resize(B * N);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < N; ++t) {
+        const int64_t i = b * N + t;
+        const bool real = t < lens[b];
+        mask[i] = real;
+        ids[i] = real ? static_cast<int32_t>(rng_bits(5, 1, i) % cfg.vocab_size)
+                      : static_cast<int32_t>(cfg.pad_id);
+        if (real && t % 3 == 1) labels[i] = static_cast<int32_t>(rng_bits(5, 2, i) % cfg.vocab_size);
+      }
+  }
+  Batch batch() const { return Batch{ids.data(), mask.data(), B, N}; }
+};
+
+// loss = w_mlm * mean MLM loss + w_cls * mean classification loss, computed with train = true.
+double model_loss(Model& m, const TestBatch& tb, uint64_t dseed, bool grad) {
+  const float w_mlm = 0.8f, w_cls = 1.3f;
+  if (grad) m.zero_grad();
+  m.forward(tb.batch(), true, dseed);
+  int64_t count = 0;
+  const double mlm = m.mlm_loss(tb.labels.data(), grad, w_mlm, &count);
+  const double cls = m.cls_loss(tb.cls.data(), grad, w_cls);
+  if (grad) m.backward();
+  return w_mlm * mlm / count + w_cls * cls / tb.B;
+}
+
+// Model gradients vs central differences of the loss, for ~20 random entries of every tensor.
+//
+// Tolerance: the loss (~4) is evaluated by a float32 forward, so each evaluation carries a
+// rounding error of ~1e-6 relative; with h = 1e-2 the central difference therefore has noise
+// up to ~4e-6 / 2e-2 = 2e-4, and truncation error ~h^2 |L'''| / 6 ~ 1e-5. Parameter gradients
+// of interest are ~1e-3..1e-1. An entry passes if |numeric - analytic| <= 5e-4 + 2e-2
+// |analytic|; measured errors stay below ~0.2 of that bound (median ~0.001), while a wrong
+// gradient (dropped term, wrong factor, wrong slice of E) fails by O(|gradient|) on most of
+// the 20 entries of its tensor.
+//
+// Max pooling is piecewise linear: a step may move the argmax of some window, and then the
+// central difference straddles a kink instead of measuring the derivative. Two measures:
+//   - a smaller step, h = 1e-3, makes crossing a kink ~10x less likely than h = 1e-2 (with
+//     h = 1e-2 a few entries of 800 did cross one); rounding noise grows 10x but measured
+//     errors stay below 0.15 of the same tolerance;
+//   - entries whose two one-sided differences (L(x+h) - L(x)) / h and (L(x) - L(x-h)) / h
+//     disagree by more than 1e-3 + 0.1 |analytic| are excluded: at a smooth point they differ
+//     only by L'' h (~1e-4 here) plus rounding noise (~1e-4), so a larger gap means a slope
+//     change (an argmax flip) inside [x-h, x+h]. At most 10% of the entries may be excluded.
+void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
+  Model m(cfg);
+  randomise(m, 17);
+  const TestBatch tb(cfg);
+  const double L0 = model_loss(m, tb, dseed, true);
+  const std::vector<float> grad(m.grad_data(), m.grad_data() + m.params().back().offset +
+                                                   m.params().back().numel);
+  // The gradient call must not have changed the loss value.
+  EXPECT_EQ(model_loss(m, tb, dseed, false), L0);
+  OneThread one;
+  const bool kinks = cfg.is_linformer() && cfg.projection == Projection::max_pool;
+  const float h = kinks ? 1e-3f : kH;
+  const double atol = 5e-4, rtol = 2e-2;
+  int checked = 0, excluded = 0, bad = 0;
+  double worst = 0;
+  for (const ParamInfo& p : m.params()) {
+    float* w = m.param_data() + p.offset;
+    double max_abs = 0;
+    for (size_t i : pick(p.numel, per_tensor, p.offset + 3)) {
+      const float x0 = w[i], xp = x0 + h, xm = x0 - h;
+      w[i] = xp;
+      const double lp = model_loss(m, tb, dseed, false);
+      w[i] = xm;
+      const double lm = model_loss(m, tb, dseed, false);
+      w[i] = x0;
+      const double num = (lp - lm) / (double(xp) - double(xm));
+      const double ana = grad[p.offset + i];
+      max_abs = std::max(max_abs, std::abs(ana));
+      const double tol = atol + rtol * std::abs(ana);
+      ++checked;
+      if (kinks) {
+        const double fwd = (lp - L0) / (double(xp) - x0), bwd = (L0 - lm) / (double(x0) - xm);
+        if (std::abs(fwd - bwd) > 1e-3 + 0.1 * std::abs(ana)) {
+          ++excluded;
+          continue;
+        }
+      }
+      worst = std::max(worst, std::abs(num - ana) / tol);
+      if (std::abs(num - ana) > tol && bad++ < 8)
+        ADD_FAILURE() << p.name << "[" << i << "]: analytic " << ana << " numeric " << num;
+    }
+    // Every tensor but a few should have a non-trivial gradient; a tensor whose gradient is
+    // identically zero would make its check vacuous. (Exceptions in exact arithmetic: the key
+    // bias of standard attention - softmax ignores a constant shift of a row's scores.)
+    const bool may_be_zero = !cfg.is_linformer() && p.name.find("attention.self.key.bias") !=
+                                                        std::string::npos;
+    if (!may_be_zero) {
+      EXPECT_GT(max_abs, 1e-6) << p.name << ": gradient is zero at every checked entry";
+    }
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << checked << " entries out of tolerance";
+  EXPECT_LE(excluded, checked / 10) << "too many entries at max-pool kinks";
+  ::testing::Test::RecordProperty("checked", checked);
+  ::testing::Test::RecordProperty("excluded", excluded);
+  ::testing::Test::RecordProperty("worst_err_over_tol", std::to_string(worst));
+}
+
+class GradCheckModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(GradCheckModel, ParametersMatchFiniteDifferences) { model_gradcheck(GetParam().cfg, 0); }
+
+INSTANTIATE_TEST_SUITE_P(GradCheck, GradCheckModel, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// With dropout the loss is still a deterministic, smooth function of the parameters when every
+// forward uses the same dropout_seed (masks are a pure function of seed, site and index), so
+// the gradients must match finite differences; a different seed gives a different loss.
+TEST(GradCheckDropout, GradientsMatchWithFixedSeed) {
+  for (AttentionKind kind : {AttentionKind::standard, AttentionKind::linformer}) {
+    SCOPED_TRACE(to_string(kind));
+    Config c = test::tiny_config();
+    c.attention = kind;
+    c.sharing = Sharing::headwise;
+    c.dropout = 0.2f;
+    c.attention_dropout = 0.2f;
+    model_gradcheck(c, 99, 12);
+
+    Model m(c);
+    randomise(m, 17);
+    const TestBatch tb(c);
+    const double a = model_loss(m, tb, 99, false), a2 = model_loss(m, tb, 99, false),
+                 b = model_loss(m, tb, 100, false);
+    EXPECT_EQ(a, a2) << "same seed must give the same loss";
+    EXPECT_GT(std::abs(a - b), 1e-4 * std::abs(a)) << "different seeds must give different masks";
+    // Evaluation (train = false) ignores dropout: independent of the seed.
+    m.forward(tb.batch(), false, 1);
+    std::vector<float> h1(m.hidden(), m.hidden() + tb.B * tb.N * c.d_model);
+    m.forward(tb.batch(), false, 2);
+    EXPECT_EQ(std::memcmp(h1.data(), m.hidden(), h1.size() * sizeof(float)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace lf

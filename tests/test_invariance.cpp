@@ -1,0 +1,557 @@
+// Properties the model must have whatever its weights: padding does not change real
+// positions, a shorter max_len with sliced E is the same function, the thread count does not
+// change results, and bad configurations and inputs are rejected with useful messages.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "linformer/config.h"
+#include "linformer/model.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+struct NamedConfig {
+  std::string name;
+  Config cfg;
+};
+void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
+
+std::vector<NamedConfig> all_attention(const Config& base) {
+  std::vector<NamedConfig> v;
+  {
+    Config c = base;
+    c.attention = AttentionKind::standard;
+    v.push_back({"standard_post", c});
+    c.norm = NormPlacement::pre;
+    v.push_back({"standard_pre", c});
+    c.causal = true;
+    v.push_back({"standard_pre_causal", c});
+  }
+  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
+    for (Projection p :
+         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
+      Config c = base;
+      c.sharing = s;
+      c.projection = p;
+      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
+    }
+  {
+    Config c = base;
+    c.norm = NormPlacement::pre;
+    c.sharing = Sharing::none;
+    c.projection = Projection::conv;
+    c.k = {8, 2};
+    v.push_back({"none_conv_pre_perlayer_k", c});
+  }
+  return v;
+}
+
+// Random, non-trivial weights: every tensor (LayerNorm and biases too) gets noise.
+void randomise(Model& m, uint64_t seed) {
+  m.init(seed);
+  for (const ParamInfo& p : m.params()) {
+    float* w = m.param_data() + p.offset;
+    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, p.offset, i);
+  }
+}
+
+std::vector<float> grads_of(Model& m) {
+  const ParamInfo& last = m.params().back();
+  return std::vector<float>(m.grad_data(), m.grad_data() + last.offset + last.numel);
+}
+
+// Relative error per tensor, with the denominator floored at 1% of the RMS tensor-gradient
+// norm: some gradients are zero in exact arithmetic (the key bias of standard attention,
+// unused position rows), and their rounding noise is not a relative quantity.
+void expect_same_grads(const Model& m, const std::vector<float>& got, const std::vector<float>& want,
+                       double tol, const std::string& what) {
+  double sum_sq = 0;
+  for (const ParamInfo& p : m.params())
+    for (size_t i = 0; i < p.numel; ++i) sum_sq += double(want[p.offset + i]) * want[p.offset + i];
+  ASSERT_GT(sum_sq, 0) << what << ": all gradients are zero";
+  const double floor = 0.01 * std::sqrt(sum_sq / m.params().size());
+  for (const ParamInfo& p : m.params()) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < p.numel; ++i) {
+      const double d = double(got[p.offset + i]) - want[p.offset + i];
+      num += d * d;
+      den += double(want[p.offset + i]) * want[p.offset + i];
+    }
+    EXPECT_LE(std::sqrt(num) / std::max(std::sqrt(den), floor), tol) << what << ": grad." << p.name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Padding invariance
+
+// One sequence `seq` placed at row `slot` of a [B, N] batch; the other rows hold unrelated
+// sequences of the given lengths. Padding positions get `pad` ids (or random ids when
+// pad < 0: whatever sits in a padded position must not matter).
+struct Placed {
+  int64_t B, N, slot;
+  std::vector<int32_t> ids, labels;
+  std::vector<float> mask;
+};
+
+Placed place(const std::vector<int32_t>& seq, const std::vector<int32_t>& seq_labels, int64_t B,
+             int64_t N, int64_t slot, const std::vector<int64_t>& other_lens, int32_t pad,
+             const Config& cfg, uint64_t seed) {
+  Placed p{B, N, slot, std::vector<int32_t>(B * N), std::vector<int32_t>(B * N, -100),
+           std::vector<float>(B * N, 0.f)};
+  size_t other = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = b == slot ? static_cast<int64_t>(seq.size()) : other_lens.at(other++);
+    for (int64_t t = 0; t < N; ++t) {
+      const int64_t i = b * N + t;
+      const int32_t rnd = static_cast<int32_t>(rng_bits(seed, b, t) % cfg.vocab_size);
+      if (t < len) {
+        p.mask[i] = 1.f;
+        p.ids[i] = b == slot ? seq[t] : rnd;
+        if (b == slot) p.labels[i] = seq_labels[t];
+      } else {
+        p.ids[i] = pad >= 0 ? pad : rnd;
+      }
+    }
+  }
+  return p;
+}
+
+class PaddingInvariance : public ::testing::TestWithParam<NamedConfig> {};
+
+// Sequence lengths 7 and 1 (a lone <s>), each alone and in several padded placements.
+void padding_invariance(const Config& cfg, int64_t L) {
+  Model m(cfg);
+  randomise(m, 23);
+  const int64_t D = cfg.d_model;
+  std::vector<int32_t> seq(L), lab(L, -100);
+  int64_t n_labels = 0;
+  for (int64_t t = 0; t < L; ++t) {
+    seq[t] = t == 0 ? static_cast<int32_t>(cfg.cls_id)
+                    : static_cast<int32_t>(rng_bits(3, 0, t) % cfg.vocab_size);
+    if (t % 2 == 1 || L == 1) {
+      lab[t] = static_cast<int32_t>(rng_bits(3, 1, t) % cfg.vocab_size);
+      ++n_labels;
+    }
+  }
+
+  // Hidden states of `seq` (eval and train mode) and the parameter gradients of the MLM loss
+  // on its labelled positions, for one placement.
+  struct Result {
+    std::vector<float> hid_eval, hid_train, grads;
+    double loss = 0;
+  };
+  auto run = [&](const Placed& p, bool with_mask) {
+    Result r;
+    const Batch batch{p.ids.data(), with_mask ? p.mask.data() : nullptr, p.B, p.N};
+    m.forward(batch, false);
+    r.hid_eval.assign(m.hidden() + p.slot * p.N * D, m.hidden() + (p.slot * p.N + L) * D);
+    m.zero_grad();
+    m.forward(batch, true, 0);
+    r.hid_train.assign(m.hidden() + p.slot * p.N * D, m.hidden() + (p.slot * p.N + L) * D);
+    int64_t count = 0;
+    r.loss = m.mlm_loss(p.labels.data(), true, 1.f, &count);
+    EXPECT_EQ(count, n_labels);
+    m.backward();
+    r.grads = grads_of(m);
+    return r;
+  };
+
+  const Result alone = run(place(seq, lab, 1, L, 0, {}, 0, cfg, 1), false);
+  // Evaluation and training paths (dropout 0) compute the same function.
+  EXPECT_LE(test::rel_error(alone.hid_train.data(), alone.hid_eval.data(), L * D), 1e-6);
+
+  const Placed placements[] = {
+      place(seq, lab, 3, 12, 1, {12, 10}, static_cast<int32_t>(cfg.pad_id), cfg, 2),
+      place(seq, lab, 2, cfg.max_len, 0, {cfg.max_len}, -1, cfg, 3),  // random ids in padding
+      place(seq, lab, 1, 9, 0, {}, static_cast<int32_t>(cfg.pad_id), cfg, 4),
+      place(seq, lab, 2, 8, 1, {3}, -1, cfg, 5),  // the other sequence is the padded one
+      place(seq, lab, 3, 10, 2, {0, 10}, -1, cfg, 6),  // a row with no real token at all
+  };
+  for (const Placed& p : placements) {
+    SCOPED_TRACE("B=" + std::to_string(p.B) + " N=" + std::to_string(p.N) +
+                 " slot=" + std::to_string(p.slot));
+    const Result r = run(p, true);
+    // Summation orders inside GEMMs change with the shapes, so results agree to rounding
+    // (measured ~1e-7), not bitwise; 1e-5 is the bound the engine promises.
+    EXPECT_LE(test::rel_error(r.hid_eval.data(), alone.hid_eval.data(), L * D), 1e-5) << "eval";
+    EXPECT_LE(test::rel_error(r.hid_train.data(), alone.hid_eval.data(), L * D), 1e-5) << "train";
+    EXPECT_NEAR(r.loss, alone.loss, 1e-5 * alone.loss);
+    expect_same_grads(m, r.grads, alone.grads, 1e-5, "padded");
+  }
+}
+
+TEST_P(PaddingInvariance, RealPositionsUnchanged) { padding_invariance(GetParam().cfg, 7); }
+TEST_P(PaddingInvariance, SingleTokenSequence) { padding_invariance(GetParam().cfg, 1); }
+
+INSTANTIATE_TEST_SUITE_P(Padding, PaddingInvariance,
+                         ::testing::ValuesIn(all_attention(test::tiny_config())),
+                         [](const auto& info) { return info.param.name; });
+
+// A mask of all ones is the same as no mask.
+TEST(PaddingMask, AllOnesMaskEqualsNoMask) {
+  for (const NamedConfig& nc : all_attention(test::tiny_config())) {
+    SCOPED_TRACE(nc.name);
+    Model m(nc.cfg);
+    randomise(m, 5);
+    const int64_t B = 2, N = 11, D = nc.cfg.d_model;
+    std::vector<int32_t> ids(B * N);
+    for (int64_t i = 0; i < B * N; ++i) ids[i] = static_cast<int32_t>(rng_bits(8, 0, i) % nc.cfg.vocab_size);
+    std::vector<float> ones(B * N, 1.f);
+    m.forward(Batch{ids.data(), nullptr, B, N}, false);
+    std::vector<float> h(m.hidden(), m.hidden() + B * N * D);
+    m.forward(Batch{ids.data(), ones.data(), B, N}, false);
+    EXPECT_LE(test::rel_error(m.hidden(), h.data(), h.size()), 1e-6);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// E slicing: a sequence of length N < max_len sees the first N columns of E (and the first
+// N positions), so a model with max_len = N and those slices is the same function.
+
+// Copies the leading sub-block of a tensor: dst shape <= src shape in every dimension.
+void copy_leading_block(float* dst, const std::vector<int64_t>& dshape, const float* src,
+                        const std::vector<int64_t>& sshape) {
+  ASSERT_EQ(dshape.size(), sshape.size());
+  size_t n = 1;
+  for (size_t d = 0; d < dshape.size(); ++d) {
+    ASSERT_LE(dshape[d], sshape[d]);
+    n *= static_cast<size_t>(dshape[d]);
+  }
+  std::vector<int64_t> idx(dshape.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t so = 0;
+    for (size_t d = 0; d < dshape.size(); ++d) so = so * sshape[d] + idx[d];
+    dst[i] = src[so];
+    for (int64_t d = static_cast<int64_t>(dshape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < dshape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+TEST(Slicing, LinearProjectionUsesFirstNColumns) {
+  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise}) {
+    SCOPED_TRACE(to_string(s));
+    Config big = test::tiny_config();  // max_len 16, k 4
+    big.sharing = s;
+    big.projection = Projection::linear;
+    const int64_t N = 12, B = 2, D = big.d_model;
+    Config small = big;
+    small.max_len = N;
+    Model mb(big), ms(small);
+    randomise(mb, 31);
+    randomise(ms, 999);  // overwritten below: every tensor is copied by name
+    int sliced = 0;
+    for (const ParamInfo& p : ms.params()) {
+      const ParamInfo* q = mb.find(p.name);
+      ASSERT_NE(q, nullptr) << p.name;
+      if (q->shape != p.shape) ++sliced;
+      copy_leading_block(ms.param_data() + p.offset, p.shape, mb.param_data() + q->offset,
+                         q->shape);
+    }
+    EXPECT_GE(sliced, 2) << "position table and at least one E should differ in shape";
+
+    // A full-length sequence and a padded one.
+    std::vector<int32_t> ids(B * N), labels(B * N, -100), cls = {1, 2};
+    std::vector<float> mask(B * N, 1.f);
+    for (int64_t i = 0; i < B * N; ++i) {
+      ids[i] = static_cast<int32_t>(rng_bits(9, 0, i) % big.vocab_size);
+      if (i % 4 == 2) labels[i] = static_cast<int32_t>(rng_bits(9, 1, i) % big.vocab_size);
+    }
+    for (int64_t t = 8; t < N; ++t) mask[N + t] = 0.f, labels[N + t] = -100;
+    const Batch batch{ids.data(), mask.data(), B, N};
+    auto run = [&](Model& m) {
+      m.zero_grad();
+      m.forward(batch, true, 0);
+      int64_t count = 0;
+      double l = m.mlm_loss(labels.data(), true, 1.f, &count) / count;
+      l += m.cls_loss(cls.data(), true, 1.f) / B;
+      m.backward();
+      return l;
+    };
+    const double lb = run(mb);
+    std::vector<float> hb(mb.hidden(), mb.hidden() + B * N * D);
+    const double ls = run(ms);
+    std::vector<float> hs(ms.hidden(), ms.hidden() + B * N * D);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t real = b == 0 ? N : 8;
+      EXPECT_LE(test::rel_error(hs.data() + b * N * D, hb.data() + b * N * D, real * D), 1e-5)
+          << "sequence " << b;
+    }
+    EXPECT_NEAR(ls, lb, 1e-5 * lb);
+    // Gradients: the small model's are the leading blocks of the big model's, and the big
+    // model's gradient is zero outside them (columns of E and position rows never used).
+    for (const ParamInfo& p : ms.params()) {
+      const ParamInfo* q = mb.find(p.name);
+      std::vector<float> block(p.numel);
+      copy_leading_block(block.data(), p.shape, mb.grad_data() + q->offset, q->shape);
+      const float* g = ms.grad_data() + p.offset;
+      double n2 = 0, d2 = 0;
+      for (size_t i = 0; i < p.numel; ++i)
+        n2 += double(g[i] - block[i]) * (g[i] - block[i]), d2 += double(block[i]) * block[i];
+      EXPECT_LE(std::sqrt(n2), 1e-5 * std::sqrt(d2) + 1e-9) << "grad." << p.name;
+      if (q->shape != p.shape) {
+        double full = 0;
+        for (size_t i = 0; i < q->numel; ++i)
+          full += double(mb.grad_data()[q->offset + i]) * mb.grad_data()[q->offset + i];
+        EXPECT_NEAR(full, d2, 1e-6 * full) << "grad." << p.name << " outside the first N";
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread-count independence
+
+struct ThreadGuard {
+  int saved = omp_get_max_threads();
+  ~ThreadGuard() { omp_set_num_threads(saved); }
+};
+
+TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
+  ThreadGuard guard;
+  // Big enough that every parallel_for splits (rows x D >= 2 * 16384 elements) and the
+  // per-(batch, head) attention loop runs on both threads; dropout on, padded batch.
+  Config base = test::tiny_config();
+  base.vocab_size = 97;
+  base.max_len = 64;
+  base.d_model = 64;
+  base.n_heads = 4;
+  base.d_ff = 96;
+  base.k = {16};
+  base.dropout = 0.1f;
+  base.attention_dropout = 0.1f;
+  std::vector<NamedConfig> cases;
+  for (const NamedConfig& nc : all_attention(base))
+    if (nc.name == "standard_post" || nc.name == "standard_pre_causal" ||
+        nc.name == "none_linear" || nc.name == "headwise_conv" || nc.name == "kv_mean_pool" ||
+        nc.name == "layerwise_max_pool" || nc.name == "layerwise_linear")
+      cases.push_back(nc);
+  ASSERT_EQ(cases.size(), 7u);
+  const int64_t B = 8, N = 64, D = base.d_model;
+  std::vector<int32_t> ids(B * N), labels(B * N, -100), cls(B);
+  std::vector<float> mask(B * N, 1.f);
+  for (int64_t b = 0; b < B; ++b) {
+    cls[b] = static_cast<int32_t>(b % base.num_classes);
+    const int64_t len = N - 7 * b;
+    for (int64_t t = 0; t < N; ++t) {
+      const int64_t i = b * N + t;
+      ids[i] = static_cast<int32_t>(rng_bits(12, 0, i) % base.vocab_size);
+      if (t >= len) mask[i] = 0.f;
+      else if (t % 5 == 3) labels[i] = static_cast<int32_t>(rng_bits(12, 1, i) % base.vocab_size);
+    }
+  }
+  for (const NamedConfig& nc : cases) {
+    SCOPED_TRACE(nc.name);
+    Model m(nc.cfg);
+    randomise(m, 41);
+    auto run = [&](int threads, std::vector<float>& hid, std::vector<float>& hid_eval) {
+      omp_set_num_threads(threads);
+      m.forward(Batch{ids.data(), mask.data(), B, N}, false);  // inference path
+      hid_eval.assign(m.hidden(), m.hidden() + B * N * D);
+      m.zero_grad();
+      m.forward(Batch{ids.data(), mask.data(), B, N}, true, 1234);
+      hid.assign(m.hidden(), m.hidden() + B * N * D);
+      int64_t count = 0;
+      double l = m.mlm_loss(labels.data(), true, 1.f, &count) / count;
+      l += m.cls_loss(cls.data(), true, 0.5f) / B;
+      m.backward();
+      return l;
+    };
+    std::vector<float> h1, h2, e1, e2;
+    const double l1 = run(1, h1, e1);
+    const std::vector<float> g1 = grads_of(m);
+    const double l2 = run(2, h2, e2);
+    const std::vector<float> g2 = grads_of(m);
+    EXPECT_NEAR(l2, l1, 1e-6 * std::abs(l1));
+    EXPECT_LE(test::rel_error(h2.data(), h1.data(), h1.size()), 1e-5);
+    EXPECT_LE(test::rel_error(e2.data(), e1.data(), e1.size()), 1e-5) << "inference path";
+    expect_same_grads(m, g2, g1, 1e-5, "2 threads vs 1");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and input errors
+
+// Runs f, expecting lf::Error whose message contains every string in `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& s : parts)
+      EXPECT_NE(msg.find(s), std::string::npos) << "message '" << msg << "' lacks '" << s << "'";
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a non-lf::Error: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << "no exception; expected one mentioning " << parts.at(0);
+}
+
+TEST(Config, TinyConfigIsValid) { EXPECT_NO_THROW(test::tiny_config().validate()); }
+
+TEST(Config, CausalLinformerRejected) {
+  Config c = test::tiny_config();
+  c.causal = true;
+  expect_error([&] { c.validate(); }, {"causal", "future"});
+  expect_error([&] { Model m(c); }, {"causal", "future"});
+  c.attention = AttentionKind::standard;
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(Config, LayerwiseSharingNeedsOneK) {
+  Config c = test::tiny_config();
+  c.sharing = Sharing::layerwise;
+  c.k = {4, 8};
+  expect_error([&] { c.validate(); }, {"layerwise", "k"});
+  c.sharing = Sharing::headwise;
+  EXPECT_NO_THROW(c.validate());
+  c.sharing = Sharing::layerwise;
+  c.k = {4, 4};
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(Config, KListLength) {
+  Config c = test::tiny_config();  // n_layers = 2
+  c.sharing = Sharing::headwise;
+  c.k = {4, 4, 4};
+  expect_error([&] { c.validate(); }, {"k has 3 values", "n_layers"});
+  c.k = {};
+  expect_error([&] { c.validate(); }, {"k"});
+  c.k = {4, 0};
+  expect_error([&] { c.validate(); }, {"k[1]"});
+  c.k = {4, 17};  // > max_len
+  expect_error([&] { c.validate(); }, {"k[1]", "max_len"});
+}
+
+TEST(Config, PoolingNeedsDivisibleMaxLen) {
+  for (Projection p : {Projection::mean_pool, Projection::max_pool, Projection::conv}) {
+    Config c = test::tiny_config();  // max_len 16
+    c.projection = p;
+    c.k = {5};
+    expect_error([&] { c.validate(); }, {to_string(p), "divisible", "16", "5"});
+    c.k = {8};
+    EXPECT_NO_THROW(c.validate());
+  }
+  Config c = test::tiny_config();
+  c.projection = Projection::linear;
+  c.k = {5};  // any k works for a learned E
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(Config, DModelDivisibleByHeads) {
+  Config c = test::tiny_config();
+  c.n_heads = 3;  // d_model 16
+  expect_error([&] { c.validate(); }, {"d_model", "n_heads"});
+  c.attention = AttentionKind::standard;
+  expect_error([&] { Model m(c); }, {"d_model", "n_heads"});
+}
+
+TEST(Config, JsonUnknownKeyAndWrongTypes) {
+  expect_error([] { Config::from_json(R"({"d_model": 16, "n_heads": 2, "dmodel": 3})"); },
+               {"unknown key", "dmodel"});
+  expect_error([] { Config::from_json(R"({"d_model": "16"})"); }, {"d_model", "integer"});
+  expect_error([] { Config::from_json(R"({"d_model": 16.5})"); }, {"d_model", "integer"});
+  expect_error([] { Config::from_json(R"({"dropout": "0.1"})"); }, {"dropout", "number"});
+  expect_error([] { Config::from_json(R"({"causal": 1})"); }, {"causal"});
+  expect_error([] { Config::from_json(R"({"sharing": 3})"); }, {"sharing", "string"});
+  expect_error([] { Config::from_json(R"({"sharing": "rows"})"); }, {"sharing", "rows", "layerwise"});
+  expect_error([] { Config::from_json(R"({"k": [4, "x"]})"); }, {"k"});
+  expect_error([] { Config::from_json(R"({"k": []})"); }, {"k"});
+  expect_error([] { Config::from_json(R"([1, 2])"); }, {"object"});
+  expect_error([] { Config::from_json(R"({"d_model": )"); }, {"JSON"});
+  // Semantic checks also run on JSON input.
+  expect_error([] { Config::from_json(R"({"causal": true})"); }, {"causal", "future"});
+}
+
+TEST(Config, JsonRoundTrip) {
+  Config c;
+  c.vocab_size = 321;
+  c.max_len = 48;
+  c.d_model = 24;
+  c.n_heads = 3;
+  c.d_ff = 50;
+  c.n_layers = 3;
+  c.type_vocab_size = 2;
+  c.position_offset = 2;
+  c.attention = AttentionKind::linformer;
+  c.k = {12, 6, 24};
+  c.sharing = Sharing::kv;
+  c.projection = Projection::max_pool;
+  c.norm = NormPlacement::pre;
+  c.causal = false;
+  c.dropout = 0.125f;
+  c.attention_dropout = 0.3f;  // not exactly representable: must still round-trip
+  c.layer_norm_eps = 1e-12f;
+  c.init_std = 0.035f;
+  c.num_classes = 5;
+  c.pad_id = 7;
+  c.cls_id = 3;
+  const Config r = Config::from_json(c.to_json());
+  EXPECT_EQ(r.vocab_size, c.vocab_size);
+  EXPECT_EQ(r.max_len, c.max_len);
+  EXPECT_EQ(r.d_model, c.d_model);
+  EXPECT_EQ(r.n_heads, c.n_heads);
+  EXPECT_EQ(r.d_ff, c.d_ff);
+  EXPECT_EQ(r.n_layers, c.n_layers);
+  EXPECT_EQ(r.type_vocab_size, c.type_vocab_size);
+  EXPECT_EQ(r.position_offset, c.position_offset);
+  EXPECT_EQ(r.attention, c.attention);
+  EXPECT_EQ(r.k, c.k);
+  EXPECT_EQ(r.sharing, c.sharing);
+  EXPECT_EQ(r.projection, c.projection);
+  EXPECT_EQ(r.norm, c.norm);
+  EXPECT_EQ(r.causal, c.causal);
+  EXPECT_EQ(r.dropout, c.dropout);
+  EXPECT_EQ(r.attention_dropout, c.attention_dropout);
+  EXPECT_EQ(r.layer_norm_eps, c.layer_norm_eps);
+  EXPECT_EQ(r.init_std, c.init_std);
+  EXPECT_EQ(r.num_classes, c.num_classes);
+  EXPECT_EQ(r.pad_id, c.pad_id);
+  EXPECT_EQ(r.cls_id, c.cls_id);
+  EXPECT_EQ(r.to_json(), c.to_json());
+
+  // A single k and the standard/causal/post settings round-trip too.
+  Config s = test::tiny_config();
+  s.attention = AttentionKind::standard;
+  s.causal = true;
+  const Config rs = Config::from_json(s.to_json());
+  EXPECT_EQ(rs.k, s.k);
+  EXPECT_EQ(rs.attention, AttentionKind::standard);
+  EXPECT_TRUE(rs.causal);
+  EXPECT_EQ(rs.norm, NormPlacement::post);
+  EXPECT_EQ(rs.to_json(), s.to_json());
+  // Missing keys take the defaults.
+  const Config d = Config::from_json("{}");
+  EXPECT_EQ(d.to_json(), Config().to_json());
+}
+
+TEST(Config, ForwardRejectsTooLongSequenceAndBadIds) {
+  Config c = test::tiny_config();  // max_len 16, vocab 37
+  Model m(c);
+  m.init(1);
+  std::vector<int32_t> ids(2 * 17, 3);
+  expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 17}, false); }, {"max_len", "17"});
+  expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 17}, true); }, {"max_len"});
+  EXPECT_NO_THROW(m.forward(Batch{ids.data(), nullptr, 2, 16}, false));
+  ids[5] = 37;
+  expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 16}, false); },
+               {"token id", "37", "vocabulary"});
+  ids[5] = -1;
+  expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 16}, false); }, {"token id", "-1"});
+  ids[5] = 36;
+  EXPECT_NO_THROW(m.forward(Batch{ids.data(), nullptr, 2, 16}, false));
+}
+
+}  // namespace
+}  // namespace lf

@@ -1,0 +1,284 @@
+// Exact resume after kill -9: a pretraining run killed between checkpoints and continued with
+// `pretrain --resume` has the same loss trajectory (bitwise: the doubles printed in
+// metrics.jsonl), the same validation losses and the same final weights and optimiser state
+// as the uninterrupted run; a run killed before its first checkpoint starts over cleanly.
+// The runs are separate `linformer` processes with OMP_NUM_THREADS=2.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "io/file_util.h"
+#include "linformer/config.h"
+#include "linformer/tokenizer.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kBin = std::string(LF_BINARY_DIR) + "/linformer";
+
+// Starts `linformer args...` with OMP_NUM_THREADS=2, stdout+stderr into log. Everything the
+// child needs is prepared before fork (the test process may have threads).
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_s.push_back(*e);
+  env_s.push_back("OMP_NUM_THREADS=2");
+  std::vector<char*> envp, argv;
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args_s = {kBin};
+  args_s.insert(args_s.end(), args.begin(), args.end());
+  for (auto& s : args_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execve(kBin.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fd);
+  return pid;
+}
+
+int wait_status(pid_t pid) {
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return st;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs to completion; returns true on exit status 0.
+bool run_to_end(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = spawn(args, log);
+  if (pid < 0) return false;
+  const int st = wait_status(pid);
+  const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  EXPECT_TRUE(ok) << "linformer failed; log " << log << ":\n" << slurp(log);
+  return ok;
+}
+
+// Records of metrics.jsonl (complete lines only: a killed run may leave a torn last line).
+std::vector<json> metrics(const std::string& run) {
+  std::vector<json> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // no newline yet: possibly torn
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+      break;
+    }
+  }
+  return out;
+}
+
+int64_t last_train_step(const std::string& run) {
+  int64_t s = 0;
+  for (const json& r : metrics(run))
+    if (r.value("split", "") == "train") s = std::max<int64_t>(s, r["step"].get<int64_t>());
+  return s;
+}
+
+// Starts a run and kills it (SIGKILL) as soon as ready(run) holds. Returns false (with a
+// failure) if the run ended by itself first or did not get there within the time limit.
+template <typename Ready>
+bool start_and_kill(const std::vector<std::string>& args, const std::string& run,
+                    const std::string& log, Ready ready, double limit_s = 60) {
+  const pid_t pid = spawn(args, log);
+  EXPECT_GT(pid, 0);
+  if (pid <= 0) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      ADD_FAILURE() << "the run ended before it could be killed (too fast?):\n" << slurp(log);
+      return false;
+    }
+    if (ready(run)) break;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit_s) {
+      ::kill(pid, SIGKILL);
+      wait_status(pid);
+      ADD_FAILURE() << "the run did not reach the kill point in " << limit_s << " s:\n"
+                    << slurp(log);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ::kill(pid, SIGKILL);
+  const int st = wait_status(pid);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "status " << st;
+  return true;
+}
+
+struct Trajectory {
+  std::map<int64_t, json> train, valid;  // step -> record
+};
+
+Trajectory trajectory(const std::string& run) {
+  Trajectory t;
+  for (const json& r : metrics(run)) {
+    const int64_t step = r.at("step").get<int64_t>();
+    auto& m = r.value("split", "") == "valid" ? t.valid : t.train;
+    EXPECT_EQ(m.count(step), 0u) << run << ": step " << step << " logged twice";
+    m[step] = r;
+  }
+  return t;
+}
+
+// Exact equality of the numbers that must not depend on the interruption.
+void expect_same_trajectory(const std::string& ref_run, const std::string& run, int64_t steps) {
+  const Trajectory a = trajectory(ref_run), b = trajectory(run);
+  ASSERT_EQ(a.train.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(b.train.size(), static_cast<size_t>(steps)) << run;
+  for (int64_t s = 1; s <= steps; ++s) {
+    ASSERT_TRUE(a.train.count(s) && b.train.count(s)) << "step " << s;
+    const json &x = a.train.at(s), &y = b.train.at(s);
+    // Doubles printed by nlohmann::json round-trip exactly, so == is bitwise equality.
+    EXPECT_EQ(x.at("loss").get<double>(), y.at("loss").get<double>()) << "train loss, step " << s;
+    EXPECT_EQ(x.at("loss").dump(), y.at("loss").dump()) << "step " << s;
+    EXPECT_EQ(x.at("lr").get<double>(), y.at("lr").get<double>()) << "lr, step " << s;
+    EXPECT_EQ(x.at("grad_norm").get<double>(), y.at("grad_norm").get<double>())
+        << "grad norm, step " << s;
+  }
+  ASSERT_EQ(a.valid.size(), b.valid.size());
+  for (const auto& [s, x] : a.valid) {
+    ASSERT_TRUE(b.valid.count(s)) << "validation at step " << s << " missing";
+    EXPECT_EQ(x.at("loss").get<double>(), b.valid.at(s).at("loss").get<double>())
+        << "validation loss, step " << s;
+  }
+  // The final model and the final checkpoint's optimiser state: byte for byte.
+  EXPECT_EQ(slurp(ref_run + "/model/model.safetensors"), slurp(run + "/model/model.safetensors"))
+      << "final weights differ";
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(steps));
+  const std::string ck = std::string("/checkpoints/") + name;
+  EXPECT_EQ(slurp(ref_run + ck + "/optimizer.safetensors"), slurp(run + ck + "/optimizer.safetensors"))
+      << "final optimiser state differs";
+  EXPECT_EQ(slurp(run + "/checkpoints/latest"), std::string(name) + "\n");
+}
+
+TEST(Resume, KillNineThenResumeEqualsUninterruptedRun) {
+  const auto t_start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(fs::exists(kBin)) << kBin << " is missing: build the `linformer` target first";
+  const std::string d = test::temp_dir("r");
+
+  // Corpus: 900 lines of generated sentences; a tokenizer trained once and given to every run
+  // (so the runs differ only in their interruption).
+  {
+    static const char* words[] = {"river", "house", "road", "garden", "train", "village", "window",
+                                  "bread", "letter", "mountain", "market", "morning", "evening",
+                                  "old", "young", "small", "quiet", "long", "red", "blue",
+                                  "walked", "found", "opened", "watched", "carried", "the", "a",
+                                  "and", "but", "with", "after", "before", "to", "of", "in"};
+    std::ofstream out(d + "/corpus.txt");
+    for (uint64_t i = 0; i < 900; ++i) {
+      const int64_t len = 5 + static_cast<int64_t>(rng_bits(1, i, 0) % 12);
+      for (int64_t w = 0; w < len; ++w)
+        out << (w ? " " : "") << words[rng_bits(1, i, w + 1) % (sizeof words / sizeof *words)];
+      out << ".\n";
+    }
+  }
+  TokenizerTrainOptions to;
+  to.vocab_size = 120;
+  Tokenizer::train({d + "/corpus.txt"}, d + "/tok.model", to);
+  Config cfg;
+  cfg.max_len = 128;
+  cfg.d_model = 64;
+  cfg.n_heads = 4;
+  cfg.d_ff = 128;
+  cfg.n_layers = 2;
+  cfg.k = {32};
+  cfg.dropout = 0.1f;  // dropout on: its random stream must resume too
+  cfg.attention_dropout = 0.1f;
+  cfg.save(d + "/config.json");
+
+  const int64_t steps = 30;
+  auto args = [&](const std::string& run) {
+    return std::vector<std::string>{
+        "pretrain", "--train", d + "/corpus.txt", "--tokenizer", d + "/tok.model", "--config",
+        d + "/config.json", "--out", run, "--steps", std::to_string(steps), "--batch-size", "2",
+        "--grad-accum", "2", "--lr", "1e-3", "--warmup-steps", "5", "--log-every", "1",
+        "--checkpoint-every", "5", "--eval-every", "10", "--eval-batches", "2", "--seed", "3"};
+  };
+  const std::vector<std::string> resume_args_a = {"pretrain", "--out", d + "/run_a", "--resume"};
+  const std::vector<std::string> resume_args_b = {"pretrain", "--out", d + "/run_b", "--resume"};
+
+  // 1. The uninterrupted reference.
+  ASSERT_TRUE(run_to_end(args(d + "/ref"), d + "/ref.log"));
+  ASSERT_EQ(last_train_step(d + "/ref"), steps);
+
+  // 2. Killed between checkpoints (after the step-5 checkpoint, at step >= 7), then resumed.
+  const std::string run_a = d + "/run_a";
+  ASSERT_TRUE(start_and_kill(args(run_a), run_a, d + "/a1.log", [&](const std::string& run) {
+    return fs::exists(run + "/checkpoints/latest") && last_train_step(run) >= 7;
+  }));
+  const int64_t killed_at = last_train_step(run_a);
+  const std::string latest = slurp(run_a + "/checkpoints/latest");
+  std::printf("run_a killed after step %lld (latest checkpoint %s)\n",
+              static_cast<long long>(killed_at), latest.c_str());
+  EXPECT_LT(killed_at, steps) << "the run finished before the kill";
+  ASSERT_TRUE(run_to_end(resume_args_a, d + "/a2.log"));
+  EXPECT_NE(slurp(d + "/a2.log").find("resume: continuing from"), std::string::npos)
+      << slurp(d + "/a2.log");
+  expect_same_trajectory(d + "/ref", run_a, steps);
+
+  // 3. Killed before its first checkpoint: --resume starts over from step 0.
+  const std::string run_b = d + "/run_b";
+  ASSERT_TRUE(start_and_kill(args(run_b), run_b, d + "/b1.log", [&](const std::string& run) {
+    return last_train_step(run) >= 1;
+  }));
+  EXPECT_FALSE(fs::exists(run_b + "/checkpoints/latest")) << "killed too late for this case";
+  ASSERT_TRUE(run_to_end(resume_args_b, d + "/b2.log"));
+  EXPECT_NE(slurp(d + "/b2.log").find("no checkpoint yet"), std::string::npos)
+      << slurp(d + "/b2.log");
+  expect_same_trajectory(d + "/ref", run_b, steps);
+
+  // The test itself must stay short.
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf("resume test took %.1f s\n", secs);
+  EXPECT_LT(secs, 90.0);
+}
+
+TEST(Resume, ResumeWithoutARunFolderIsAClearError) {
+  ASSERT_TRUE(fs::exists(kBin));
+  const std::string d = test::temp_dir("r");
+  const pid_t pid = spawn({"pretrain", "--out", d + "/nothing", "--resume"}, d + "/log");
+  ASSERT_GT(pid, 0);
+  const int st = wait_status(pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_NE(WEXITSTATUS(st), 0);
+  EXPECT_NE(slurp(d + "/log").find("train_args.json"), std::string::npos) << slurp(d + "/log");
+}
+
+}  // namespace
+}  // namespace lf

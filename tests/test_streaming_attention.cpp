@@ -1,0 +1,205 @@
+// The inference path (train = false: row blocks, per-thread workspace, low-memory projections)
+// and the streaming-softmax attention option against the training-path forward, which the
+// reference tests compare with PyTorch. Sequences are long enough for several row blocks and
+// several streaming key blocks, and padded.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "layers/attention.h"
+#include "core/parallel.h"
+#include "linformer/model.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+Config long_config() {
+  Config c = test::tiny_config();
+  c.max_len = 640;
+  c.k = {32};  // window 20
+  return c;
+}
+
+struct Inputs {
+  int64_t B = 3, N = 600;
+  std::vector<int32_t> ids;
+  std::vector<float> mask;
+};
+
+// Three sequences: full length, one padded to 301 real tokens, one with only 17 real tokens
+// (whole key blocks of padding).
+Inputs make_inputs(const Config& cfg, int64_t N = 600) {
+  Inputs in;
+  in.N = N;
+  const int64_t lens[3] = {N, 301, 17};
+  in.ids.resize(in.B * N);
+  in.mask.resize(in.B * N);
+  for (int64_t b = 0; b < in.B; ++b)
+    for (int64_t t = 0; t < N; ++t) {
+      const int64_t i = b * N + t;
+      const bool real = t < lens[b];
+      in.mask[i] = real ? 1.f : 0.f;
+      in.ids[i] = real ? static_cast<int32_t>(rng_bits(3, 4, i) % cfg.vocab_size)
+                       : static_cast<int32_t>(cfg.pad_id);
+    }
+  return in;
+}
+
+void randomise(Model& m, uint64_t seed) {
+  m.init(seed);
+  for (const ParamInfo& p : m.params()) {
+    float* w = m.param_data() + p.offset;
+    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, i, p.offset);
+  }
+}
+
+// Hidden states at real positions.
+std::vector<float> real_rows(const Model& m, const Inputs& in) {
+  const int64_t D = m.config().d_model;
+  std::vector<float> out;
+  for (int64_t r = 0; r < in.B * in.N; ++r)
+    if (in.mask[r] != 0.f) out.insert(out.end(), m.hidden() + r * D, m.hidden() + (r + 1) * D);
+  return out;
+}
+
+std::vector<float> run(Model& m, const Inputs& in, bool train, bool padded = true) {
+  m.forward(Batch{in.ids.data(), padded ? in.mask.data() : nullptr, in.B, in.N}, train);
+  if (!padded) return std::vector<float>(m.hidden(), m.hidden() + in.B * in.N * m.config().d_model);
+  return real_rows(m, in);
+}
+
+struct Case {
+  std::string name;
+  Config cfg;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  Config base = long_config();
+  {
+    Config c = base;
+    c.attention = AttentionKind::standard;
+    v.push_back({"standard_post", c});
+    c.norm = NormPlacement::pre;
+    v.push_back({"standard_pre", c});
+    c.norm = NormPlacement::post;
+    c.causal = true;
+    v.push_back({"standard_causal", c});
+  }
+  const Sharing sharings[] = {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise};
+  const Projection projs[] = {Projection::linear, Projection::mean_pool, Projection::max_pool,
+                              Projection::conv};
+  for (Sharing s : sharings)
+    for (Projection p : projs) {
+      Config c = base;
+      c.sharing = s;
+      c.projection = p;
+      v.push_back({std::string("linformer_") + to_string(s) + "_" + to_string(p), c});
+    }
+  {
+    Config c = base;
+    c.sharing = Sharing::headwise;
+    c.k = {64, 16};
+    c.norm = NormPlacement::pre;
+    v.push_back({"linformer_headwise_perlayer_k_pre", c});
+  }
+  return v;
+}
+
+class InferencePath : public ::testing::TestWithParam<Case> {};
+
+TEST_P(InferencePath, MatchesTrainingForward) {
+  const Case& c = GetParam();
+  Model m(c.cfg);
+  randomise(m, 21);
+  const Inputs in = make_inputs(c.cfg);
+  const std::vector<float> ref = run(m, in, true);
+  const std::vector<float> got = run(m, in, false);
+  ASSERT_EQ(got.size(), ref.size());
+  EXPECT_LT(test::rel_error(got.data(), ref.data(), ref.size()), 1e-5);
+  // Unpadded batch too (the projections take another branch without a mask).
+  const std::vector<float> ref_full = run(m, in, true, false);
+  const std::vector<float> got_full = run(m, in, false, false);
+  EXPECT_LT(test::rel_error(got_full.data(), ref_full.data(), ref_full.size()), 1e-5);
+  if (c.cfg.attention == AttentionKind::standard) {
+    m.set_streaming_attention(true);
+    EXPECT_TRUE(m.streaming_attention());
+    const std::vector<float> st = run(m, in, false);
+    EXPECT_LT(test::rel_error(st.data(), ref.data(), ref.size()), 1e-5) << "streaming";
+    const std::vector<float> st_full = run(m, in, false, false);
+    EXPECT_LT(test::rel_error(st_full.data(), ref_full.data(), ref_full.size()), 1e-5)
+        << "streaming, no mask";
+    // Training ignores the option.
+    const std::vector<float> tr = run(m, in, true);
+    EXPECT_EQ(tr, ref);
+  }
+}
+
+TEST_P(InferencePath, ForwardBytesPredictsTheArena) {
+  const Case& c = GetParam();
+  for (bool train : {false, true}) {
+    Model m(c.cfg);
+    randomise(m, 5);
+    const Inputs in = make_inputs(c.cfg, 200);
+    const size_t predicted = m.forward_bytes(in.B, in.N, train, true);
+    run(m, in, train);
+    EXPECT_EQ(m.activation_bytes(), predicted) << (train ? "train" : "inference");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAttention, InferencePath, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(InferenceMemory, LinformerIsLinearAndSmallerThanStandard) {
+  Config c = long_config();
+  Model lin(c);
+  c.attention = AttentionKind::standard;
+  Model std_(c);
+  Model str(c);
+  str.set_streaming_attention(true);
+  // Linformer and streaming grow linearly in N; standard has an N x N tile per thread.
+  const size_t l1 = lin.forward_bytes(4, 320, false), l2 = lin.forward_bytes(4, 640, false);
+  EXPECT_LE(l2, 2 * l1 + 4096);
+  const size_t s1 = str.forward_bytes(4, 320, false), s2 = str.forward_bytes(4, 640, false);
+  EXPECT_LE(s2, 2 * s1 + 4096);
+  EXPECT_LT(l2, s2);
+  EXPECT_LT(s2, std_.forward_bytes(4, 640, false));
+  // Inference never needs the gradient buffer.
+  const size_t before = lin.param_bytes();
+  const Inputs in = make_inputs(lin.config(), 64);
+  run(lin, in, false);
+  EXPECT_EQ(lin.param_bytes(), before);
+  run(lin, in, true);
+  EXPECT_GT(lin.param_bytes(), before);
+}
+
+// Kernel level: streaming attention against attention_forward on random data, with a key
+// mask that blanks a whole key block and one batch element with no real key at all.
+TEST(StreamingAttention, MatchesStandardKernel) {
+  for (bool causal : {false, true}) {
+    AttnDims d;
+    d.B = 3, d.N = 700, d.Lk = 700, d.H = 3, d.Dh = 16, d.D = 48, d.causal = causal;
+    const size_t n = d.B * d.N * d.D;
+    std::vector<float> q = test::random_vec(n, 1, 2.f), k = test::random_vec(n, 2, 2.f),
+                       v = test::random_vec(n, 3);
+    std::vector<float> mask(d.B * d.N, 1.f);
+    for (int64_t t = 256; t < 600; ++t) mask[t] = 0.f;            // b = 0: a hole
+    for (int64_t t = 0; t < d.N; ++t) mask[2 * d.N + t] = 0.f;    // b = 2: nothing real
+    for (int64_t t = 450; t < d.N; ++t) mask[d.N + t] = 0.f;      // b = 1: padded tail
+    std::vector<float> ref(n), got(n, 123.f);
+    std::vector<float> scratch(attention_scratch_floats(d, false) * num_threads());
+    const float scale = 0.25f;
+    attention_forward(ref.data(), nullptr, q.data(), k.data(), v.data(), mask.data(), d, scale,
+                      0.f, 0, 0, scratch.data());
+    std::vector<float> sscr(attention_streaming_work_floats(kStreamQueryBlock, d) *
+                            num_threads());
+    attention_streaming_forward(got.data(), q.data(), k.data(), v.data(), mask.data(), d, scale,
+                                sscr.data());
+    EXPECT_LT(test::rel_error(got.data(), ref.data(), n), 1e-5) << "causal=" << causal;
+    for (size_t i = 2 * d.N * d.D; i < n; ++i) ASSERT_EQ(got[i], 0.f);
+  }
+}
+
+}  // namespace
+}  // namespace lf

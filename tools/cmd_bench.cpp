@@ -1,0 +1,500 @@
+// `linformer bench`: inference time and memory of Linformer against standard attention and
+// against exact streaming attention, with the paper's method (Table 3): random inputs; for
+// every (n, k) the largest batch that fits a memory budget, predicted by the engine's own
+// accounting (a dry run of the activation layout, no allocation); time per sequence.
+//
+// Every configuration runs in a forked child process, so its VmHWM (peak RSS) is its own.
+// The parent never touches OpenMP or oneDNN (a forked child of a process that has started
+// OpenMP threads may not use OpenMP).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "io/file_util.h"
+#include "io/svg_plot.h"
+#include "linformer/model.h"
+
+namespace lf::cli {
+
+namespace {
+
+using nlohmann::json;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct Opts {
+  int64_t layers = 12, d_model = 768, heads = 12, d_ff = 3072, vocab = 50265;
+  std::vector<int64_t> ns, ks;
+  std::vector<std::string> kinds = {"standard", "streaming", "linformer"};
+  double budget_gib = 0;  // 0: default
+  int64_t batch_tokens = 8192;
+  bool at_max_batch = false;
+  int reps = 3;
+  double max_run_seconds = 900;
+  bool quick = false, json_out = false, no_fork = false;
+  std::string out_dir;
+  uint64_t seed = 1;
+};
+
+struct Job {
+  std::string kind;  // standard | streaming | linformer
+  int64_t n = 0, k = 0;
+};
+
+Config make_config(const Opts& o, const Job& j) {
+  Config c;
+  c.vocab_size = o.vocab;
+  c.max_len = j.n;
+  c.d_model = o.d_model;
+  c.n_heads = o.heads;
+  c.d_ff = o.d_ff;
+  c.n_layers = o.layers;
+  c.position_offset = 2;
+  c.attention = j.kind == "linformer" ? AttentionKind::linformer : AttentionKind::standard;
+  c.k = {j.kind == "linformer" ? j.k : 128};
+  c.sharing = Sharing::layerwise;
+  c.projection = Projection::linear;
+  c.dropout = 0.f;
+  c.attention_dropout = 0.f;
+  c.validate();
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Runs one configuration in this process. `predicted_gflops`: rate used to skip runs that
+// would take longer than max_run_seconds.
+json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops) {
+  json r;
+  r["attention"] = j.kind;
+  r["n"] = j.n;
+  r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+  r["layers"] = o.layers;
+  const Config cfg = make_config(o, j);
+  Model m(cfg);
+  m.set_streaming_attention(j.kind == "streaming");
+  const int64_t maxb = bench::max_batch(m, j.n, budget);
+  const size_t act1 = m.forward_bytes(1, j.n, false);
+  r["max_batch"] = maxb;
+  r["activation_bytes_batch1"] = act1;
+  r["bytes_batch1"] = bench::engine_bytes(m, 1, j.n);
+  r["bytes_per_sequence"] = m.forward_bytes(2, j.n, false) - act1 + j.n * sizeof(int32_t);
+  r["param_bytes"] = m.param_bytes();
+  const double flops = bench::encoder_flops(cfg, j.n);
+  r["flops_per_sequence"] = flops;
+  if (maxb == 0) {
+    r["status"] = "does_not_fit";
+    return r;
+  }
+  const int64_t bt = o.at_max_batch
+                         ? maxb
+                         : std::min(maxb, std::max<int64_t>(1, o.batch_tokens / j.n));
+  r["batch"] = bt;
+  const double predicted = flops * bt / (predicted_gflops * 1e9);
+  if (predicted > o.max_run_seconds) {
+    r["status"] = "skipped";
+    r["predicted_seconds"] = predicted;
+    return r;
+  }
+  m.init(o.seed);
+  std::vector<int32_t> ids(static_cast<size_t>(bt * j.n));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>(rng_bits(o.seed, 17, i) % static_cast<uint64_t>(o.vocab));
+  const Batch batch{ids.data(), nullptr, bt, j.n};
+  double t0 = bench::now_seconds();
+  m.forward(batch, false);  // warm-up: first touch of the arena, oneDNN kernels
+  const double warm = bench::now_seconds() - t0;
+  const int reps = warm > 20.0 ? 1 : o.reps;
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    t0 = bench::now_seconds();
+    m.forward(batch, false);
+    times.push_back(bench::now_seconds() - t0);
+  }
+  const double sec = median(times) / static_cast<double>(bt);
+  r["status"] = "ok";
+  r["reps"] = reps;
+  r["warmup_seconds"] = warm;
+  r["seconds_per_sequence"] = sec;
+  r["gflops"] = flops / sec / 1e9;
+  r["peak_bytes_engine"] = m.param_bytes() + m.activation_bytes() + ids.size() * sizeof(int32_t);
+  r["peak_rss_bytes"] = bench::peak_rss_bytes();
+  r["threads"] = num_threads();
+  return r;
+}
+
+// Runs f() in a forked child and returns the JSON it produced (or an error record).
+template <typename F>
+json isolated(const F& f) {
+  int fd[2];
+  LF_CHECK(pipe(fd) == 0, "bench: pipe failed: ", std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  LF_CHECK(pid >= 0, "bench: fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    close(fd[0]);
+    std::string out;
+    try {
+      out = f().dump();
+    } catch (const std::exception& e) {
+      out = json{{"status", "error"}, {"error", e.what()}}.dump();
+    }
+    size_t off = 0;
+    while (off < out.size()) {
+      const ssize_t w = write(fd[1], out.data() + off, out.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fd[1]);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st))
+    return json{{"status", "error"},
+                {"error", std::string("killed by signal ") + std::to_string(WTERMSIG(st)) +
+                              (WTERMSIG(st) == 9 ? " (out of memory?)" : "")}};
+  if (text.empty()) return json{{"status", "error"}, {"error", "child produced no result"}};
+  return json::parse(text);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
+
+const json* find_run(const std::vector<json>& runs, const std::string& kind, int64_t n,
+                     int64_t k) {
+  for (const json& r : runs)
+    if (r.value("attention", "") == kind && r.value("n", int64_t(0)) == n &&
+        (kind != "linformer" || r.value("k", int64_t(0)) == k))
+      return &r;
+  return nullptr;
+}
+
+bool ok(const json* r) { return r && r->value("status", "") == "ok"; }
+bool fits(const json* r) { return r && r->value("max_batch", int64_t(0)) > 0; }
+
+// Ratio cell of the grids: `what` is "time" (base s/seq / Linformer s/seq) or "memory"
+// (Linformer max batch / base max batch).
+std::string cell(const json* base, const json* lin, const std::string& base_name,
+                 const std::string& what) {
+  if (!lin) return "";
+  if (!fits(lin)) return "Linformer does not fit";
+  if (!base) return "n/a";
+  if (!fits(base))
+    return base_name + " does not fit batch 1 (needs " +
+           gib(base->value("bytes_batch1", 0.0)) + " GiB)";
+  if (what == "memory")
+    return fmt("%.1fx", lin->value("max_batch", 1.0) / base->value("max_batch", 1.0));
+  if (!ok(base)) return base_name + " " + base->value("status", "?");
+  if (!ok(lin)) return "Linformer " + lin->value("status", "?");
+  return fmt("%.1fx", base->value("seconds_per_sequence", 0.0) /
+                          lin->value("seconds_per_sequence", 1.0));
+}
+
+std::string grid(const std::vector<json>& runs, const std::vector<int64_t>& ns,
+                 const std::vector<int64_t>& ks, const std::string& base_kind,
+                 const std::string& base_name, const std::string& what) {
+  std::ostringstream os;
+  os << "| n \\ k |";
+  for (int64_t k : ks) os << " " << k << " |";
+  os << "\n|---|";
+  for (size_t i = 0; i < ks.size(); ++i) os << "---|";
+  os << "\n";
+  for (int64_t n : ns) {
+    os << "| " << n << " |";
+    const json* base = find_run(runs, base_kind, n, 0);
+    for (int64_t k : ks) os << " " << (k < n ? cell(base, find_run(runs, "linformer", n, k), base_name, what) : "") << " |";
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string markdown(const std::vector<json>& runs, const json& meta, const Opts& o,
+                     const std::vector<int64_t>& ns, const std::vector<int64_t>& ks) {
+  std::ostringstream os;
+  const double peak = meta.value("sgemm_gflops", 0.0);
+  os << "# Inference efficiency: Linformer vs standard and streaming attention\n\n";
+  os << "Model: " << o.layers << " layer(s), d_model " << o.d_model << ", " << o.heads
+     << " heads, d_ff " << o.d_ff << ", vocab " << o.vocab
+     << ", Linformer layerwise sharing, linear projection. Random token ids, no padding.\n";
+  os << "Memory budget " << fmt("%.1f", meta.value("budget_bytes", 0.0) / kGiB)
+     << " GiB (engine accounting: parameters + activations + scratch + ids). "
+     << meta.value("threads", 0) << " threads; oneDNN sgemm peak in this run "
+     << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";
+  os << "Time: median of repetitions after a warm-up, at the timed batch (the largest that fits, "
+     << (o.at_max_batch ? "as here" : "capped at " + std::to_string(o.batch_tokens) + " tokens")
+     << "); per sequence.\n\n";
+  os << "## Time saved (standard s/seq / Linformer s/seq)\n\n"
+     << grid(runs, ns, ks, "standard", "standard", "time") << "\n";
+  os << "## Memory saved (Linformer max batch / standard max batch in the budget)\n\n"
+     << grid(runs, ns, ks, "standard", "standard", "memory") << "\n";
+  os << "## Time saved against exact streaming attention\n\n"
+     << grid(runs, ns, ks, "streaming", "streaming", "time") << "\n";
+  os << "## Memory saved against exact streaming attention (max batch ratio)\n\n"
+     << grid(runs, ns, ks, "streaming", "streaming", "memory") << "\n";
+  os << "## All runs\n\n"
+     << "| attention | n | k | max batch | timed batch | ms/seq | GFLOP/s | % of sgemm | "
+        "engine GiB | peak RSS GiB | activation MiB/seq |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const json& r : runs) {
+    const bool g = ok(&r);
+    os << "| " << r.value("attention", "?") << " | " << r.value("n", 0) << " | "
+       << (r.contains("k") && !r["k"].is_null() ? std::to_string(r["k"].get<int64_t>()) : "-")
+       << " | " << r.value("max_batch", 0) << " | "
+       << (r.contains("batch") ? std::to_string(r["batch"].get<int64_t>()) : "-") << " | ";
+    if (g) {
+      os << fmt("%.2f", 1e3 * r.value("seconds_per_sequence", 0.0)) << " | "
+         << fmt("%.0f", r.value("gflops", 0.0)) << " | "
+         << fmt("%.0f%%", 100.0 * r.value("gflops", 0.0) / std::max(peak, 1e-9)) << " | "
+         << gib(r.value("peak_bytes_engine", 0.0)) << " | " << gib(r.value("peak_rss_bytes", 0.0));
+    } else {
+      std::string why = r.value("status", "?");
+      if (why == "does_not_fit")
+        why = "does not fit batch 1 (needs " + gib(r.value("bytes_batch1", 0.0)) + " GiB)";
+      if (why == "skipped")
+        why = "skipped (predicted " + fmt("%.0f", r.value("predicted_seconds", 0.0)) + " s)";
+      if (why == "error") why = "error: " + r.value("error", "");
+      os << why << " | | | | ";
+    }
+    os << " | " << fmt("%.1f", r.value("bytes_per_sequence", 0.0) / (1024.0 * 1024.0)) << " |\n";
+  }
+  return os.str();
+}
+
+void write_csv(const std::string& path, const std::vector<json>& runs) {
+  std::ostringstream os;
+  os << "attention,n,k,batch,max_batch,layers,seconds_per_sequence,peak_bytes_engine,"
+        "peak_rss_bytes,gflops,bytes_per_sequence,status\n";
+  for (const json& r : runs) {
+    auto num = [&](const char* key) -> std::string {
+      if (!r.contains(key) || r[key].is_null()) return "";
+      std::ostringstream v;
+      v.precision(9);
+      v << r[key].get<double>();
+      return v.str();
+    };
+    os << r.value("attention", "") << "," << num("n") << "," << num("k") << "," << num("batch")
+       << "," << num("max_batch") << "," << num("layers") << "," << num("seconds_per_sequence")
+       << "," << num("peak_bytes_engine") << "," << num("peak_rss_bytes") << "," << num("gflops")
+       << "," << num("bytes_per_sequence") << "," << r.value("status", "") << "\n";
+  }
+  write_file_atomic(path, os.str());
+}
+
+void write_plots(const std::string& dir, const std::vector<json>& runs,
+                 const std::vector<int64_t>& ks) {
+  std::vector<PlotSeries> time, mem;
+  auto add = [&](const std::string& name, const std::string& kind, int64_t k, bool dashed) {
+    PlotSeries t{name, {}, {}, dashed}, m{name, {}, {}, dashed};
+    for (const json& r : runs) {
+      if (r.value("attention", "") != kind) continue;
+      if (kind == "linformer" && r.value("k", int64_t(0)) != k) continue;
+      const double n = r.value("n", 0.0);
+      if (ok(&r)) {
+        t.x.push_back(n);
+        t.y.push_back(1e3 * r.value("seconds_per_sequence", 0.0));
+      }
+      m.x.push_back(n);
+      m.y.push_back(r.value("bytes_per_sequence", 0.0) / (1024.0 * 1024.0));
+    }
+    if (!t.x.empty()) time.push_back(t);
+    if (!m.x.empty()) mem.push_back(m);
+  };
+  add("standard", "standard", 0, false);
+  add("streaming (exact)", "streaming", 0, true);
+  for (int64_t k : ks) add("Linformer k=" + std::to_string(k), "linformer", k, false);
+  PlotOptions po;
+  po.log_x = po.log_y = true;
+  po.x_label = "sequence length n";
+  po.title = "Inference time per sequence";
+  po.y_label = "ms per sequence";
+  write_svg_line_plot(dir + "/bench_time.svg", time, po);
+  po.title = "Activation memory per sequence (engine accounting)";
+  po.y_label = "MiB per sequence";
+  write_svg_line_plot(dir + "/bench_memory.svg", mem, po);
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Inference efficiency of Linformer against standard attention and exact streaming\n"
+      "attention (paper Table 3): for every (n, k), the largest batch that fits the memory\n"
+      "budget (engine accounting, no allocation), and the time per sequence. Each\n"
+      "configuration runs in its own child process (peak RSS per configuration). Writes\n"
+      "the grids as markdown (stdout, or JSON with --json) and, with --out-dir, bench.md,\n"
+      "bench.csv, bench.json, bench_time.svg and bench_memory.svg. Progress on stderr.");
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--layers", o->layers, "Encoder layers (ratios are per layer)")
+      ->capture_default_str();
+  cmd->add_option("--d-model", o->d_model, "Model width")->capture_default_str();
+  cmd->add_option("--heads", o->heads, "Attention heads")->capture_default_str();
+  cmd->add_option("--d-ff", o->d_ff, "FFN width")->capture_default_str();
+  cmd->add_option("--vocab", o->vocab, "Vocabulary size")->capture_default_str();
+  cmd->add_option("--n", o->ns, "Sequence lengths (default 512 1024 ... 65536)");
+  cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048)");
+  cmd->add_option("--attention", o->kinds, "Which of standard streaming linformer to run")
+      ->check(CLI::IsMember({"standard", "streaming", "linformer"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-budget", o->budget_gib,
+                  "Memory budget in GiB (default: 16, or 70% of RAM if less)");
+  cmd->add_option("--batch-tokens", o->batch_tokens,
+                  "Timed batch = min(max batch, max(1, this / n)) sequences")
+      ->capture_default_str();
+  cmd->add_flag("--at-max-batch", o->at_max_batch,
+                "Time at the largest batch that fits (slow; the paper's setting)");
+  cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up (median)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--max-run-seconds", o->max_run_seconds,
+                  "Skip a configuration whose predicted forward takes longer")
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick,
+                "Short grid: n 512..4096, k 128 256, 2 layers unless --layers is given");
+  cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
+  cmd->add_flag("--no-fork", o->no_fork,
+                "Run every configuration in this process (peak RSS is then process-wide)");
+  cmd->add_option("--out-dir", o->out_dir, "Folder for bench.md/.csv/.json and the SVG plots");
+  cmd->add_option("--seed", o->seed, "Seed of weights and token ids")->capture_default_str();
+  auto* layers_opt = cmd->get_option("--layers");
+  cmd->callback([o, layers_opt] {
+    Opts& opt = *o;
+    if (opt.quick) {
+      if (opt.ns.empty()) opt.ns = {512, 1024, 2048, 4096};
+      if (opt.ks.empty()) opt.ks = {128, 256};
+      if (layers_opt->count() == 0) opt.layers = 2;
+      opt.reps = std::min(opt.reps, 3);
+    }
+    if (opt.ns.empty()) opt.ns = {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+    if (opt.ks.empty()) opt.ks = {128, 256, 512, 1024, 2048};
+    std::sort(opt.ns.begin(), opt.ns.end());
+    std::sort(opt.ks.begin(), opt.ks.end());
+    for (int64_t n : opt.ns) LF_CHECK(n > 0, "bench: --n values must be positive");
+    for (int64_t k : opt.ks) LF_CHECK(k > 0, "bench: --k values must be positive");
+    LF_CHECK(opt.layers > 0 && opt.d_model % opt.heads == 0,
+             "bench: need --layers > 0 and --d-model divisible by --heads");
+    const size_t ram = bench::mem_total_bytes();
+    double budget = opt.budget_gib > 0 ? opt.budget_gib * kGiB : 16.0 * kGiB;
+    if (opt.budget_gib <= 0 && ram > 0) budget = std::min(budget, 0.7 * static_cast<double>(ram));
+    const size_t budget_bytes = static_cast<size_t>(budget);
+    std::set<std::string> kinds(opt.kinds.begin(), opt.kinds.end());
+
+    auto run = [&](auto f) { return opt.no_fork ? f() : isolated(f); };
+    // 1. The sgemm peak, in a child like everything else.
+    const int64_t gm = 4096, gn = 3072, gk = 768;
+    json peak = run([&] {
+      return json{{"gflops", bench::sgemm_gflops(gm, gn, gk)}, {"threads", num_threads()}};
+    });
+    const double peak_gflops = peak.value("gflops", 0.0);
+    std::fprintf(stderr, "bench: sgemm %lldx%lldx%lld: %.0f GFLOP/s on %d threads; budget %.1f GiB\n",
+                 static_cast<long long>(gm), static_cast<long long>(gn),
+                 static_cast<long long>(gk), peak_gflops, peak.value("threads", 0),
+                 budget / kGiB);
+    // 2. The grid.
+    std::vector<Job> jobs;
+    for (int64_t n : opt.ns) {
+      if (kinds.count("standard")) jobs.push_back({"standard", n, 0});
+      if (kinds.count("streaming")) jobs.push_back({"streaming", n, 0});
+      if (kinds.count("linformer"))
+        for (int64_t k : opt.ks)
+          if (k < n && n % k == 0) jobs.push_back({"linformer", n, k});
+    }
+    std::vector<json> runs;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& j = jobs[i];
+      const std::string name =
+          j.kind + " n=" + std::to_string(j.n) +
+          (j.kind == "linformer" ? " k=" + std::to_string(j.k) : std::string());
+      std::fprintf(stderr, "[%zu/%zu] %s ...", i + 1, jobs.size(), name.c_str());
+      std::fflush(stderr);
+      const double t0 = bench::now_seconds();
+      json r = run([&] { return run_job(opt, j, budget_bytes, 0.8 * std::max(peak_gflops, 1.0)); });
+      r["attention"] = j.kind;
+      r["n"] = j.n;
+      r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+      r["layers"] = opt.layers;
+      const std::string st = r.value("status", "?");
+      if (st == "ok")
+        std::fprintf(stderr, " max batch %lld, timed %lld: %.2f ms/seq, %.0f GFLOP/s (%.0f%% of sgemm), RSS %.2f GiB [%.0f s]\n",
+                     static_cast<long long>(r.value("max_batch", 0)),
+                     static_cast<long long>(r.value("batch", 0)),
+                     1e3 * r.value("seconds_per_sequence", 0.0), r.value("gflops", 0.0),
+                     100.0 * r.value("gflops", 0.0) / std::max(peak_gflops, 1e-9),
+                     r.value("peak_rss_bytes", 0.0) / kGiB, bench::now_seconds() - t0);
+      else if (st == "does_not_fit")
+        std::fprintf(stderr, " does not fit batch 1 (needs %.2f GiB)\n",
+                     r.value("bytes_batch1", 0.0) / kGiB);
+      else if (st == "skipped")
+        std::fprintf(stderr, " skipped: predicted %.0f s > --max-run-seconds\n",
+                     r.value("predicted_seconds", 0.0));
+      else
+        std::fprintf(stderr, " %s: %s\n", st.c_str(), r.value("error", "").c_str());
+      runs.push_back(std::move(r));
+    }
+    json meta = {{"sgemm_gflops", peak_gflops},
+                 {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
+                 {"threads", peak.value("threads", 0)},
+                 {"budget_bytes", budget_bytes},
+                 {"layers", opt.layers},
+                 {"d_model", opt.d_model},
+                 {"heads", opt.heads},
+                 {"d_ff", opt.d_ff},
+                 {"vocab", opt.vocab},
+                 {"batch_tokens", opt.batch_tokens},
+                 {"at_max_batch", opt.at_max_batch},
+                 {"forked", !opt.no_fork}};
+    json doc = {{"meta", meta}, {"runs", runs}};
+    const std::string md = markdown(runs, meta, opt, opt.ns, opt.ks);
+    if (!opt.out_dir.empty()) {
+      std::filesystem::create_directories(opt.out_dir);
+      write_file_atomic(opt.out_dir + "/bench.md", md);
+      write_file_atomic(opt.out_dir + "/bench.json", doc.dump(1) + "\n");
+      write_csv(opt.out_dir + "/bench.csv", runs);
+      write_plots(opt.out_dir, runs, opt.ks);
+      std::fprintf(stderr, "bench: wrote %s/bench.{md,csv,json} and bench_{time,memory}.svg\n",
+                   opt.out_dir.c_str());
+    }
+    if (opt.json_out)
+      std::printf("%s\n", doc.dump(1).c_str());
+    else
+      std::printf("%s", md.c_str());
+  });
+}
+
+}  // namespace lf::cli

@@ -1,0 +1,99 @@
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "train/pretrain.h"
+
+namespace lf::cli {
+
+void add_pretrain(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "pretrain",
+      "Masked-language-model pretraining on plain text (one document per line).\n"
+      "Writes into --out: tokenizer.model, config.json, train_args.json, metrics.jsonl,\n"
+      "loss.svg, checkpoints/ (resumable) and model/ (the final model).\n"
+      "A killed run continues exactly with `linformer pretrain --out RUN --resume`.");
+  auto o = std::make_shared<PretrainOptions>();
+  auto resume = std::make_shared<bool>(false);
+  cmd->add_option("--train", o->train, "Training corpus: files or folders")->group("Data");
+  cmd->add_option("--valid", o->valid, "Validation files (default: hold out --valid-fraction)")
+      ->group("Data");
+  cmd->add_option("--valid-fraction", o->valid_fraction,
+                  "Share of the training stream held out when --valid is not given")
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--cache-dir", o->cache_dir, "Token cache folder (default RUN/cache)")
+      ->group("Data");
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (default: the model's max_len)")
+      ->group("Data");
+  cmd->add_option("--tokenizer", o->tokenizer, "Use this tokenizer instead of training one")
+      ->group("Tokenizer");
+  cmd->add_option("--vocab-size", o->vocab_size, "Vocabulary of a newly trained tokenizer")
+      ->capture_default_str()
+      ->group("Tokenizer");
+  cmd->add_option("--tokenizer-type", o->tokenizer_type, "unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))
+      ->capture_default_str()
+      ->group("Tokenizer");
+  cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
+      ->group("Model");
+  cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
+  cmd->add_option("--out", o->out, "Run folder")->required()->group("Run");
+  cmd->add_flag("--resume", *resume, "Continue the run in --out from its latest checkpoint "
+                                     "(all other options come from its train_args.json)")
+      ->group("Run");
+  cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--batch-size", o->batch_size, "Sequences per micro-batch")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Linear warm-up steps, then linear decay")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--weight-decay", o->optim.weight_decay, "AdamW weight decay (not on biases/LayerNorm)")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--clip-norm", o->optim.clip_norm, "Gradient-norm clipping (0: off)")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--mask-prob", o->mask_prob, "Share of tokens masked")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--seed", o->seed, "Seed: initial weights, data order, masks, dropout")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--log-every", o->log_every, "Steps between progress lines")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--eval-every", o->eval_every, "Steps between validation runs")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--eval-batches", o->eval_batches, "Validation batches per evaluation")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "Steps between checkpoints")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--time-limit", o->time_limit,
+                  "Stop after this many seconds, with a checkpoint (0: no limit)")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
+  cmd->callback([o, resume] {
+    if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");
+    if (!*resume && o->config.empty() && o->init_from.empty())
+      throw CLI::ValidationError("--config", "give --config or --init-from");
+    PretrainResult r = pretrain(*o, *resume);
+    std::printf("pretrain: %lld steps in %s, %.0f tokens/s, validation loss %.4f, perplexity %.2f\n",
+                static_cast<long long>(r.steps_done), std::to_string(r.seconds).c_str(),
+                r.tokens_per_second, r.final_valid_loss, r.final_valid_ppl);
+  });
+}
+
+}  // namespace lf::cli
