@@ -99,7 +99,11 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["max_batch"] = maxb;
   r["activation_bytes_batch1"] = act1;
   r["bytes_batch1"] = bench::engine_bytes(m, 1, j.n);
-  r["bytes_per_sequence"] = m.forward_bytes(2, j.n, false) - act1 + j.n * sizeof(int32_t);
+  // Marginal bytes of one more sequence (between batches 16 and 32, where the row-block size
+  // no longer changes): activations + ids, without parameters or per-thread scratch.
+  r["bytes_per_sequence"] =
+      static_cast<double>(m.forward_bytes(32, j.n, false) - m.forward_bytes(16, j.n, false)) / 16 +
+      static_cast<double>(j.n * sizeof(int32_t));
   r["param_bytes"] = m.param_bytes();
   const double flops = bench::encoder_flops(cfg, j.n);
   r["flops_per_sequence"] = flops;

@@ -84,6 +84,9 @@ void add_pretrain(CLI::App& app) {
                   "Stop after this many seconds, with a checkpoint (0: no limit)")
       ->capture_default_str()
       ->group("Run");
+  cmd->add_flag("--bf16", o->bf16,
+                "Mixed precision: bf16 matrix products (AVX512-BF16), f32 master weights")
+      ->group("Optimiser");
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");

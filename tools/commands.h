@@ -9,4 +9,8 @@ void add_info(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_tokenizer(CLI::App& app);
 void add_pretrain(CLI::App& app);
+void add_finetune(CLI::App& app);
+void add_evaluate(CLI::App& app);
+void add_predict(CLI::App& app);
+void add_embed(CLI::App& app);
 }  // namespace lf::cli

@@ -18,6 +18,10 @@ int main(int argc, char** argv) {
   lf::cli::add_bench(app);
   lf::cli::add_tokenizer(app);
   lf::cli::add_pretrain(app);
+  lf::cli::add_finetune(app);
+  lf::cli::add_evaluate(app);
+  lf::cli::add_predict(app);
+  lf::cli::add_embed(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

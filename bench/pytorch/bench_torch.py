@@ -126,6 +126,16 @@ def ours(args, layers):
     return doc["runs"]
 
 
+def torch_gemm_gflops():
+    a, w = torch.randn(4096, 768), torch.randn(3072, 768)
+    best = 1e9
+    for _ in range(4):
+        t0 = time.perf_counter()
+        a @ w.T
+        best = min(best, time.perf_counter() - t0)
+    return 2 * 4096 * 3072 * 768 / best / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(__file__), "../../build/linformer"))
@@ -147,6 +157,11 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.sgemm = None
+    tg = torch_gemm_gflops()
+    print("PyTorch matmul 4096x3072x768: %.0f GFLOP/s" % tg, file=sys.stderr)
+    if tg < 20:
+        print("warning: PyTorch's BLAS is very slow (Debian's default libblas3 is the reference "
+              "BLAS); install libopenblas0-pthread for a fair comparison", file=sys.stderr)
     rows = []
     for layers in args.layers:
         mine = ours(args, layers)
@@ -164,8 +179,8 @@ def main():
                     layers, attention, n, B, "%9.2f ms" % (t * 1e3) if t else "    -    ",
                     "%9.2f ms" % (o * 1e3) if o else "    -    ",
                     "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
-    lines = ["PyTorch %s, %d threads%s. Time per sequence (ms); ratio = PyTorch / ours." % (
-        torch.__version__, args.threads,
+    lines = ["PyTorch %s, %d threads, matmul %.0f GFLOP/s%s. Time per sequence (ms); ratio = PyTorch / ours." % (
+        torch.__version__, args.threads, tg,
         "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else ""), "",
         "| layers | attention | n | batch | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
         "|---|---|---|---|---|---|---|---|---|"]

@@ -2,21 +2,94 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace lf {
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
+namespace {
+
+std::atomic<GemmPrecision> g_precision{GemmPrecision::f32};
+
+// Round-to-nearest-even f32 -> bf16 of a rows x cols block with leading dimension ld,
+// packed densely (leading dimension cols).
+void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const float* s = src + r * ld;
+                   uint16_t* d = dst + r * cols;
+                   for (int64_t c = 0; c < cols; ++c) {
+                     uint32_t u;
+                     std::memcpy(&u, &s[c], 4);
+                     d[c] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+                   }
+                 }
+               });
+}
+
+const dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// C = alpha op(A) op(B) + beta C with bf16 inputs through a oneDNN matmul primitive
+// (oneDNN caches primitives by shape, so repeated shapes are cheap).
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  using dt = dnnl::memory::data_type;
+  thread_local std::vector<uint16_t> abuf, bbuf;
+  thread_local dnnl::stream strm(cpu_engine());
+  const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
+  const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
+  if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
+  if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
+  to_bf16(abuf.data(), A, ar, ac, lda);
+  to_bf16(bbuf.data(), B, br, bc, ldb);
+  // Logical op(A) is M x K: strides {K..} for plain, {1, M} for the transposed storage.
+  dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
+  dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
+  dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+  dnnl::matmul mm(pd);
+  dnnl::memory ma(a, cpu_engine(), abuf.data()), mb(b, cpu_engine(), bbuf.data()),
+      mc(c, cpu_engine(), C);
+  mm.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  strm.wait();
+}
+
+}  // namespace
+
+void set_gemm_precision(GemmPrecision p) { g_precision = p; }
+GemmPrecision gemm_precision() { return g_precision; }
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda,
-                                B, ldb, beta, C, ldc);
+  if (g_precision == GemmPrecision::bf16 && M * N * K >= (int64_t{1} << 19)) {
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B,
+                                ldb, beta, C, ldc);
   LF_CHECK(st == dnnl_success, "gemm: oneDNN sgemm failed (status ", static_cast<int>(st),
            ") for M=", M, " N=", N, " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
 }

@@ -6,6 +6,13 @@
 
 namespace lf {
 
+// Precision of the matrix products. bf16: inputs rounded to bfloat16 (AVX512-BF16 through
+// oneDNN), products accumulated and written in f32 -- mixed precision with f32 master weights.
+// Small products (under ~1 MFLOP) stay f32, where conversion would cost more than it saves.
+enum class GemmPrecision { f32, bf16 };
+void set_gemm_precision(GemmPrecision p);
+GemmPrecision gemm_precision();
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc);

@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "data/mlm_data.h"
 #include "io/file_util.h"
+#include "kernels/gemm.h"
 #include "io/svg_plot.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
@@ -48,7 +49,8 @@ json PretrainOptions::to_json() const {
               {"eval_every", eval_every},
               {"eval_batches", eval_batches},
               {"checkpoint_every", checkpoint_every},
-              {"time_limit", time_limit}};
+              {"time_limit", time_limit},
+              {"bf16", bf16}};
 }
 
 PretrainOptions PretrainOptions::from_json(const json& j) {
@@ -82,6 +84,7 @@ PretrainOptions PretrainOptions::from_json(const json& j) {
   o.eval_batches = j.at("eval_batches");
   o.checkpoint_every = j.at("checkpoint_every");
   o.time_limit = j.at("time_limit");
+  o.bf16 = j.value("bf16", false);
   return o;
 }
 
@@ -151,6 +154,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   opt.optim.total_steps = opt.steps;
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
+  set_gemm_precision(opt.bf16 ? GemmPrecision::bf16 : GemmPrecision::f32);
   std::error_code ec;
   fs::create_directories(run, ec);
   LF_CHECK(!ec, "cannot create run folder ", opt.out, ": ", ec.message());

@@ -33,6 +33,7 @@ struct PretrainOptions {
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
   double time_limit = 0;           // seconds; 0 = none. Stops with a checkpoint.
+  bool bf16 = false;               // bf16 matrix products, f32 master weights
   bool quiet = false;
 
   nlohmann::json to_json() const;

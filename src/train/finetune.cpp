@@ -1,0 +1,544 @@
+#include "train/finetune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/classify_data.h"
+#include "io/file_util.h"
+#include "io/safetensors.h"
+#include "io/svg_plot.h"
+#include "linformer/checkpoint.h"
+#include "linformer/model.h"
+#include "linformer/tokenizer.h"
+#include "train/classify.h"
+#include "train/run_io.h"
+
+namespace lf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json FinetuneOptions::to_json() const {
+  return json{{"train", train},
+              {"dev", dev},
+              {"out", out},
+              {"init_from", init_from},
+              {"config", config},
+              {"sets", sets},
+              {"tokenizer", tokenizer},
+              {"vocab_size", vocab_size},
+              {"tokenizer_type", tokenizer_type},
+              {"max_len", max_len},
+              {"truncate", truncate},
+              {"pad_to_max", pad_to_max},
+              {"bucket", bucket},
+              {"bad_rows", bad_rows},
+              {"max_train", max_train},
+              {"max_dev", max_dev},
+              {"metric", metric},
+              {"dropout", dropout},
+              {"batch_size", batch_size},
+              {"grad_accum", grad_accum},
+              {"eval_batch_size", eval_batch_size},
+              {"epochs", epochs},
+              {"warmup_ratio", warmup_ratio},
+              {"warmup_steps", optim.warmup_steps},
+              {"lr", optim.lr},
+              {"beta1", optim.beta1},
+              {"beta2", optim.beta2},
+              {"eps", optim.eps},
+              {"weight_decay", optim.weight_decay},
+              {"clip_norm", optim.clip_norm},
+              {"seed", seed},
+              {"log_every", log_every},
+              {"eval_every", eval_every},
+              {"checkpoint_every", checkpoint_every},
+              {"time_limit", time_limit}};
+}
+
+FinetuneOptions FinetuneOptions::from_json(const json& j) {
+  FinetuneOptions o;
+  o.train = j.at("train");
+  o.dev = j.at("dev");
+  o.out = j.at("out");
+  o.init_from = j.at("init_from");
+  o.config = j.at("config");
+  o.sets = j.at("sets").get<std::vector<std::string>>();
+  o.tokenizer = j.at("tokenizer");
+  o.vocab_size = j.at("vocab_size");
+  o.tokenizer_type = j.at("tokenizer_type");
+  o.max_len = j.at("max_len");
+  o.truncate = j.at("truncate");
+  o.pad_to_max = j.at("pad_to_max");
+  o.bucket = j.at("bucket");
+  o.bad_rows = j.at("bad_rows");
+  o.max_train = j.at("max_train");
+  o.max_dev = j.at("max_dev");
+  o.metric = j.at("metric");
+  o.dropout = j.at("dropout");
+  o.batch_size = j.at("batch_size");
+  o.grad_accum = j.at("grad_accum");
+  o.eval_batch_size = j.at("eval_batch_size");
+  o.epochs = j.at("epochs");
+  o.warmup_ratio = j.at("warmup_ratio");
+  o.optim.warmup_steps = j.at("warmup_steps");
+  o.optim.lr = j.at("lr");
+  o.optim.beta1 = j.at("beta1");
+  o.optim.beta2 = j.at("beta2");
+  o.optim.eps = j.at("eps");
+  o.optim.weight_decay = j.at("weight_decay");
+  o.optim.clip_norm = j.at("clip_norm");
+  o.seed = j.at("seed");
+  o.log_every = j.at("log_every");
+  o.eval_every = j.at("eval_every");
+  o.checkpoint_every = j.at("checkpoint_every");
+  o.time_limit = j.at("time_limit");
+  return o;
+}
+
+namespace {
+
+constexpr uint64_t kClassifierInit = 0xC1A55;
+
+// A config file (or the defaults) with KEY=VALUE overrides; VALUE is JSON when it parses.
+Config config_with_overrides(const std::string& path, const std::vector<std::string>& sets) {
+  json j = json::object();
+  if (!path.empty()) {
+    try {
+      j = json::parse(read_file(path));
+    } catch (const json::exception& e) {
+      fail(path, ": config: not valid JSON: ", e.what());
+    }
+  }
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
+    json v = json::parse(s.substr(eq + 1), nullptr, false);
+    j[s.substr(0, eq)] = v.is_discarded() ? json(s.substr(eq + 1)) : v;
+  }
+  try {
+    return Config::from_json(j.dump());
+  } catch (const Error& e) {
+    fail(path.empty() ? std::string("default config") : path, ": ", e.what());
+  }
+}
+
+// Copies every encoder (and MLM head) tensor of a pretrained model; the classifier is always
+// freshly initialised (its class count is the data's). Linformer projections and the MLM head
+// absent from the file are initialised too.
+void load_pretrained_encoder(Model& model, const std::string& path, uint64_t seed,
+                             std::vector<std::string>* initialised) {
+  SafeTensorsReader r(path);
+  std::vector<std::string> fresh;
+  for (const ParamInfo& p : model.params()) {
+    const bool head = p.name.rfind("classifier.", 0) == 0;
+    const bool optional = p.name.find("_proj") != std::string::npos || p.name.rfind("lm_head.", 0) == 0;
+    if (head || (!r.has(p.name) && optional)) {
+      fresh.push_back(p.name);
+      continue;
+    }
+    LF_CHECK(r.has(p.name), path, ": tensor '", p.name, "' is missing");
+    r.read_f32(p.name, p.shape, model.param_data() + p.offset);
+  }
+  model.init_some(mix64(seed ^ kClassifierInit), fresh);
+  if (initialised) *initialised = fresh;
+}
+
+void write_plot(const std::string& run_dir, const std::string& metrics_path, const std::string& metric) {
+  PlotSeries tr{"train loss", {}, {}}, dv{"dev loss", {}, {}}, acc{"dev " + metric, {}, {}};
+  for (const json& r : read_metrics(metrics_path)) {
+    const std::string split = r.value("split", "");
+    if (split == "train" && r.contains("loss")) {
+      tr.x.push_back(r["step"].get<double>());
+      tr.y.push_back(r["loss"].get<double>());
+    } else if (split == "dev") {
+      dv.x.push_back(r["step"].get<double>());
+      dv.y.push_back(r["loss"].get<double>());
+      acc.x.push_back(r["step"].get<double>());
+      acc.y.push_back(r[metric].get<double>());
+    }
+  }
+  PlotOptions po;
+  po.title = "Finetuning loss";
+  po.x_label = "step";
+  po.y_label = "cross-entropy (nats)";
+  write_svg_line_plot((fs::path(run_dir) / "loss.svg").string(), {tr, dv}, po);
+  if (!acc.x.empty()) {
+    po.title = "Dev " + metric;
+    po.y_label = metric;
+    write_svg_line_plot((fs::path(run_dir) / "dev.svg").string(), {acc}, po);
+  }
+}
+
+double mean_length(const std::vector<std::vector<int32_t>>& seqs) {
+  double s = 0;
+  for (const auto& q : seqs) s += static_cast<double>(q.size());
+  return seqs.empty() ? 0 : s / seqs.size();
+}
+
+}  // namespace
+
+FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
+  FinetuneOptions opt = opt_in;
+  LF_CHECK(!opt.out.empty(), "finetune: no run folder (--out)");
+  const fs::path run(opt.out);
+  const fs::path args_path = run / "train_args.json";
+  if (resume) {
+    LF_CHECK(fs::exists(args_path), "finetune --resume: ", args_path.string(),
+             " not found; is ", opt.out, " a finetuning run folder?");
+    const bool quiet = opt.quiet;
+    opt = FinetuneOptions::from_json(json::parse(read_file(args_path.string())));
+    opt.quiet = quiet;
+    opt.out = opt_in.out;  // the folder may have been moved
+  }
+  LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
+  LF_CHECK(opt.batch_size > 0 && opt.grad_accum > 0 && opt.epochs > 0 && opt.eval_batch_size > 0,
+           "finetune: batch sizes, gradient accumulation and epochs must be positive");
+  LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
+           "--bad-rows must be stop or skip, got ", opt.bad_rows);
+  const Truncate trunc = parse_truncate(opt.truncate);
+  std::error_code ec;
+  fs::create_directories(run, ec);
+  LF_CHECK(!ec, "cannot create run folder ", opt.out, ": ", ec.message());
+  auto say = [&](const char* fmt, auto... a) {
+    if (!opt.quiet) std::fprintf(stderr, fmt, a...);
+  };
+  const BadRows policy = opt.bad_rows == "skip" ? BadRows::skip : BadRows::stop;
+  auto report_bad = [&](const ClassifyData& d, const std::string& what) {
+    if (d.bad_rows == 0) return;
+    say("%s: skipped %lld bad row(s)\n", what.c_str(), static_cast<long long>(d.bad_rows));
+    for (const std::string& m : d.bad_messages) say("  %s\n", m.c_str());
+    if (d.bad_rows > static_cast<int64_t>(d.bad_messages.size()))
+      say("  ... and %lld more\n", static_cast<long long>(d.bad_rows - d.bad_messages.size()));
+  };
+
+  // ---- Data and labels ----
+  ReadOptions ro;
+  ro.bad_rows = policy;
+  ro.require_labels = true;
+  ro.split = "train";
+  ro.max_examples = opt.max_train;
+  ClassifyData train = read_classify_data(opt.train, ro);
+  const fs::path labels_path = run / "labels.json";
+  LabelMap labels;
+  if (resume && fs::exists(labels_path))
+    labels = LabelMap::from_json(json::parse(read_file(labels_path.string())).at("labels"));
+  else
+    labels = build_label_map(train);
+  std::vector<int32_t> train_y = assign_labels(train, labels, policy);
+  report_bad(train, opt.train);
+  ClassifyData dev;
+  std::vector<int32_t> dev_y;
+  const bool have_dev = !opt.dev.empty();
+  if (have_dev) {
+    ro.split = "test";
+    ro.max_examples = opt.max_dev;
+    dev = read_classify_data(opt.dev, ro);
+    LF_CHECK(dev.pairs == train.pairs, opt.dev, " holds ", dev.pairs ? "sentence pairs" : "single texts",
+             " but ", opt.train, " holds ", train.pairs ? "sentence pairs" : "single texts");
+    dev_y = assign_labels(dev, labels, policy);
+    report_bad(dev, opt.dev);
+  }
+  std::string metric = opt.metric;
+  if (metric == "auto") metric = train.format == "qqp" ? "f1" : "accuracy";
+  LF_CHECK(metric == "accuracy" || metric == "f1", "--metric must be accuracy, f1 or auto, got ",
+           metric);
+  {
+    std::vector<int64_t> count(labels.size(), 0);
+    for (int32_t y : train_y) ++count[y];
+    std::string dist;
+    for (int64_t c = 0; c < labels.size(); ++c)
+      dist += (c ? ", " : "") + labels.names[c] + " " + std::to_string(count[c]);
+    say("data: %s format (%s), %zu training examples (%s)", train.format.c_str(),
+        train.pairs ? "sentence pairs" : "single texts", train.examples.size(), dist.c_str());
+    if (have_dev) say(", %zu dev examples (%s format)", dev.examples.size(), dev.format.c_str());
+    say("\n");
+  }
+
+  // ---- Tokenizer ----
+  const std::string tok_path = (run / "tokenizer.model").string();
+  if (!fs::exists(tok_path)) {
+    std::string src = opt.tokenizer;
+    if (src.empty() && !opt.init_from.empty()) {
+      src = (fs::path(opt.init_from) / "tokenizer.model").string();
+      LF_CHECK(fs::exists(src), "--init-from ", opt.init_from,
+               " has no tokenizer.model (give --tokenizer with the tokenizer it was trained with)");
+    }
+    if (!src.empty()) {
+      fs::copy_file(src, tok_path, fs::copy_options::overwrite_existing, ec);
+      LF_CHECK(!ec, "cannot copy tokenizer ", src, ": ", ec.message());
+    } else {
+      const std::string corpus = (run / "tokenizer_corpus.txt").string();
+      write_file_atomic(corpus, [&](std::ostream& os) {
+        for (const ClassifyExample& e : train.examples) {
+          os << e.a << "\n";
+          if (!e.b.empty()) os << e.b << "\n";
+        }
+      });
+      say("tokenizer: training %s, %lld pieces, on the %zu training texts\n",
+          opt.tokenizer_type.c_str(), static_cast<long long>(opt.vocab_size), train.examples.size());
+      TokenizerTrainOptions to;
+      to.vocab_size = opt.vocab_size;
+      to.model_type = opt.tokenizer_type;
+      to.seed = opt.seed;
+      Tokenizer::train({corpus}, tok_path, to);
+      fs::remove(corpus, ec);
+    }
+  }
+  Tokenizer tok(tok_path);
+
+  // ---- Model configuration ----
+  Config cfg;
+  if (!opt.init_from.empty()) {
+    cfg = Config::load((fs::path(opt.init_from) / "config.json").string());
+    LF_CHECK(tok.vocab_size() <= cfg.vocab_size, "the tokenizer has ", tok.vocab_size(),
+             " pieces but the model in ", opt.init_from, " only ", cfg.vocab_size);
+  } else {
+    cfg = config_with_overrides(opt.config, opt.sets);
+    cfg.vocab_size = tok.vocab_size();
+    cfg.pad_id = Tokenizer::kPad;
+    cfg.cls_id = Tokenizer::kCls;
+  }
+  cfg.num_classes = labels.size();
+  if (opt.dropout >= 0) cfg.dropout = cfg.attention_dropout = opt.dropout;
+  const int64_t max_len = opt.max_len > 0 ? opt.max_len : cfg.max_len;
+  LF_CHECK(max_len <= cfg.max_len, "--max-len ", max_len, " exceeds the model's max_len ",
+           cfg.max_len, " (the config decides the longest sequence; for a longer n start from a "
+           "config with a larger max_len)");
+  cfg.validate();
+  TaskInfo task;
+  task.format = train.format;
+  task.pairs = train.pairs;
+  task.max_len = max_len;
+  task.truncate = trunc;
+  task.metric = metric;
+
+  // ---- Encoding ----
+  Stopwatch enc_clock;
+  const std::vector<std::vector<int32_t>> train_x = encode_all(tok, train, max_len, trunc);
+  std::vector<std::vector<int32_t>> dev_x;
+  if (have_dev) dev_x = encode_all(tok, dev, max_len, trunc);
+  int64_t cut = 0;
+  for (const auto& s : train_x) cut += static_cast<int64_t>(s.size()) == max_len;
+  say("encoded in %s: mean length %.1f tokens (train)%s, %lld of %zu training examples reach "
+      "max_len %lld (truncation: %s)\n",
+      format_duration(enc_clock.seconds()).c_str(), mean_length(train_x),
+      have_dev ? (", " + std::to_string(mean_length(dev_x)).substr(0, 6) + " (dev)").c_str() : "",
+      static_cast<long long>(cut), train_x.size(), static_cast<long long>(max_len),
+      to_string(trunc));
+  std::vector<int64_t> lengths(train_x.size());
+  for (size_t i = 0; i < train_x.size(); ++i) lengths[i] = static_cast<int64_t>(train_x[i].size());
+
+  // ---- Model ----
+  Model model(cfg);
+  model.init(opt.seed);
+  if (!opt.init_from.empty()) {
+    std::vector<std::string> fresh;
+    load_pretrained_encoder(model, (fs::path(opt.init_from) / "model.safetensors").string(),
+                            opt.seed, &fresh);
+    say("model: %s from %s (%zu tensors freshly initialised: the classifier%s)\n",
+        to_string(cfg.attention), opt.init_from.c_str(), fresh.size(),
+        fresh.size() > 4 ? " and projections/MLM head absent from the file" : "");
+  } else {
+    say("model: %s, trained from scratch (no pretrained checkpoint)\n", to_string(cfg.attention));
+  }
+  const int64_t micro_per_epoch = (static_cast<int64_t>(train_x.size()) + opt.batch_size - 1) / opt.batch_size;
+  const int64_t steps_per_epoch = (micro_per_epoch + opt.grad_accum - 1) / opt.grad_accum;
+  const int64_t total_steps = steps_per_epoch * opt.epochs;
+  opt.optim.total_steps = total_steps;
+  if (opt.optim.warmup_steps <= 0)
+    opt.optim.warmup_steps = static_cast<int64_t>(std::llround(opt.warmup_ratio * total_steps));
+  AdamW adam(model, opt.optim);
+  {
+    const int64_t N = opt.pad_to_max ? max_len : std::min<int64_t>(max_len, *std::max_element(lengths.begin(), lengths.end()));
+    say("model: %s attention%s, %lld layers, d %lld, n %lld, %zu parameters; %lld classes (%s)\n",
+        to_string(cfg.attention),
+        cfg.is_linformer() ? (" (k " + std::to_string(cfg.k_of(0)) + ", sharing " + to_string(cfg.sharing) + ")").c_str() : "",
+        static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.d_model),
+        static_cast<long long>(cfg.max_len), model.num_params(),
+        static_cast<long long>(labels.size()), metric.c_str());
+    say("memory: training activations for the longest batch (%lld x %lld): %.1f MB\n",
+        static_cast<long long>(opt.batch_size), static_cast<long long>(N),
+        model.forward_bytes(opt.batch_size, N, true, true) / 1048576.0);
+  }
+
+  int64_t start = 0;
+  double best = -1;
+  int64_t best_step = 0;
+  if (resume) {
+    const std::string ck = latest_checkpoint(opt.out);
+    if (!ck.empty()) {
+      json st = load_checkpoint(ck, model, adam);
+      start = st.at("step").get<int64_t>();
+      best = st.value("best_metric", -1.0);
+      best_step = st.value("best_step", int64_t{0});
+      say("resume: continuing from %s (step %lld)\n", ck.c_str(), static_cast<long long>(start));
+    } else {
+      say("resume: no checkpoint yet; starting from step 0\n");
+    }
+  } else {
+    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+    save_labels(opt.out, labels, task);
+    cfg.save((run / "config.json").string());
+  }
+  MetricsLog log((run / "metrics.jsonl").string(), resume ? start : -1);
+
+  FinetuneResult res;
+  res.total_steps = total_steps;
+  res.metric = metric;
+  auto evaluate_dev = [&](int64_t step) {
+    Stopwatch t;
+    const std::vector<float> probs = predict_probs(model, dev_x, opt.eval_batch_size, true);
+    const ClassifyMetrics m = compute_metrics(probs, dev_y, labels.size(), labels.positive);
+    const double value = metric == "f1" ? m.f1 : m.accuracy;
+    const double epoch = static_cast<double>(step) / steps_per_epoch;
+    json rec{{"step", step}, {"epoch", epoch}, {"split", "dev"}, {"loss", m.loss},
+             {"accuracy", m.accuracy}, {"f1", m.f1}, {"eval_s", t.seconds()},
+             {"activation_bytes", model.activation_bytes()}};
+    log.write(rec);
+    say("dev @ step %lld (epoch %.2f) | loss %.4f | accuracy %.2f%% | F1 %.2f%% | %s",
+        static_cast<long long>(step), epoch, m.loss, 100 * m.accuracy, 100 * m.f1,
+        format_duration(t.seconds()).c_str());
+    res.last_dev = m.to_json(labels);
+    if (value > best) {
+      best = value;
+      best_step = step;
+      json extra = res.last_dev;
+      extra["step"] = step;
+      extra["epoch"] = epoch;
+      save_classifier_folder(model, tok_path, labels, task, (run / "best").string(), extra);
+      say(" | new best %s, saved %s\n", metric.c_str(), (run / "best").string().c_str());
+    } else {
+      say(" | best %.2f%% at step %lld\n", 100 * best, static_cast<long long>(best_step));
+    }
+    write_plot(opt.out, log.path(), metric);
+  };
+
+  Stopwatch clock;
+  std::vector<std::vector<int64_t>> plan;
+  int64_t plan_epoch = -1;
+  PaddedBatch pb;
+  std::vector<float> logits;
+  double win_loss = 0, win_time = 0;
+  int64_t win_correct = 0, win_examples = 0, win_steps = 0;
+  double total_examples = 0;
+  int64_t step = start;
+  bool stopped_early = false;
+  for (; step < total_steps; ++step) {
+    Stopwatch st;
+    const int64_t epoch = step / steps_per_epoch;
+    if (epoch != plan_epoch) {
+      plan = epoch_batches(lengths, opt.batch_size, opt.bucket, opt.seed, epoch);
+      plan_epoch = epoch;
+    }
+    model.zero_grad();
+    const int64_t first = (step % steps_per_epoch) * opt.grad_accum;
+    const int64_t last = std::min<int64_t>(first + opt.grad_accum, static_cast<int64_t>(plan.size()));
+    int64_t step_examples = 0;
+    for (int64_t mb = first; mb < last; ++mb) step_examples += static_cast<int64_t>(plan[mb].size());
+    double step_loss = 0;
+    for (int64_t mb = first; mb < last; ++mb) {
+      const std::vector<int64_t>& which = plan[mb];
+      make_padded_batch(train_x, which, static_cast<int32_t>(cfg.pad_id),
+                        opt.pad_to_max ? max_len : 0, &pb);
+      std::vector<int32_t> y(which.size());
+      for (size_t b = 0; b < which.size(); ++b) y[b] = train_y[which[b]];
+      const uint64_t dseed = mix64(opt.seed ^ mix64(static_cast<uint64_t>(step * opt.grad_accum + (mb - first))));
+      model.forward(Batch{pb.ids.data(), pb.mask.data(), pb.B, pb.N}, true, dseed);
+      logits.resize(pb.B * cfg.num_classes);
+      model.cls_logits(logits.data());
+      // Weight by the micro-batch's share of the step's examples: the step's gradient is the
+      // mean over all its examples.
+      const float w = static_cast<float>(pb.B) / static_cast<float>(step_examples);
+      const double l = model.cls_loss(y.data(), true, w);
+      model.backward();
+      step_loss += l / static_cast<double>(step_examples);
+      for (int64_t b = 0; b < pb.B; ++b) {
+        const float* lb = logits.data() + b * cfg.num_classes;
+        win_correct += (std::max_element(lb, lb + cfg.num_classes) - lb) == y[b];
+      }
+    }
+    const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
+    const float lr = lr_at(opt.optim, step);
+    adam.step(lr);
+    LF_CHECK(std::isfinite(step_loss), "finetune: loss became ", step_loss, " at step ", step + 1,
+             "; lower --lr or check the data");
+    win_loss += step_loss;
+    win_examples += step_examples;
+    total_examples += static_cast<double>(step_examples);
+    win_time += st.seconds();
+    ++win_steps;
+    const int64_t done = step + 1;
+    const bool epoch_end = done % steps_per_epoch == 0;
+    res.steps_done = done;
+    if (done % opt.log_every == 0 || epoch_end || done == total_steps) {
+      const double mean = win_loss / win_steps;
+      const double eps = win_examples / std::max(win_time, 1e-9);
+      const double left = (total_steps - done) * (win_time / win_steps);
+      const double acc = static_cast<double>(win_correct) / std::max<int64_t>(win_examples, 1);
+      log.write({{"step", done},
+                 {"epoch", static_cast<double>(done) / steps_per_epoch},
+                 {"split", "train"},
+                 {"loss", mean},
+                 {"accuracy", acc},
+                 {"lr", lr},
+                 {"grad_norm", gnorm},
+                 {"examples_per_s", eps},
+                 {"activation_bytes", model.activation_bytes()},
+                 {"elapsed_s", clock.seconds()}});
+      say("epoch %lld/%lld | step %lld/%lld | loss %.4f | acc %.1f%% | %.1f ex/s | lr %.2e | "
+          "act %.0f MB | %s elapsed, %s left\n",
+          static_cast<long long>(epoch + 1), static_cast<long long>(opt.epochs),
+          static_cast<long long>(done), static_cast<long long>(total_steps), mean, 100 * acc, eps,
+          lr, model.activation_bytes() / 1048576.0, format_duration(clock.seconds()).c_str(),
+          format_duration(left).c_str());
+      win_loss = win_time = 0;
+      win_correct = win_examples = win_steps = 0;
+    }
+    const bool time_up = opt.time_limit > 0 && clock.seconds() >= opt.time_limit;
+    const bool eval_now = (opt.eval_every > 0 && done % opt.eval_every == 0) || epoch_end ||
+                          done == total_steps;
+    if (eval_now) {
+      if (have_dev) {
+        evaluate_dev(done);
+      } else {
+        // Without dev data the latest epoch's model is kept as best/.
+        save_classifier_folder(model, tok_path, labels, task, (run / "best").string(),
+                               json{{"step", done}});
+        best_step = done;
+      }
+    }
+    if (eval_now || time_up ||
+        (opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0))
+      save_checkpoint(opt.out, done, model, adam,
+                      json{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}},
+                      1);
+    if (time_up && done < total_steps) {
+      say("time limit reached after %lld steps; continue with `linformer finetune --out %s "
+          "--resume`\n",
+          static_cast<long long>(done), opt.out.c_str());
+      stopped_early = true;
+      ++step;
+      break;
+    }
+  }
+  if (!stopped_early) {
+    const std::string final_dir = (run / "model").string();
+    save_classifier_folder(model, tok_path, labels, task, final_dir);
+  }
+  res.steps_done = std::min(step, total_steps);
+  res.best_metric = have_dev ? best : -1;
+  res.best_step = best_step;
+  res.best_epoch = static_cast<double>(best_step) / steps_per_epoch;
+  res.seconds = clock.seconds();
+  res.examples_per_second = total_examples / std::max(res.seconds, 1e-9);
+  res.activation_bytes = model.activation_bytes();
+  return res;
+}
+
+}  // namespace lf

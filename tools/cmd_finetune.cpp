@@ -1,0 +1,162 @@
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "train/finetune.h"
+#include "train/run_io.h"
+
+namespace lf::cli {
+
+void add_finetune(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "finetune",
+      "Finetune a text classifier (SST-2, QNLI, QQP, IMDB, any TSV with label and text columns).\n"
+      "The data format is recognised from the header columns (docs/classification.md); a folder\n"
+      "path reads the aclImdb layout (SPLIT/pos/*.txt, SPLIT/neg/*.txt).\n"
+      "Writes into --out: train_args.json, labels.json, tokenizer.model, config.json,\n"
+      "metrics.jsonl, loss.svg, dev.svg, checkpoints/ (resumable), best/ (the best model on the\n"
+      "dev set, a folder for evaluate/predict/embed) and model/ (the final model).");
+  cmd->footer(
+      "Start from a pretrained model folder (--init-from RUN/model of `linformer pretrain`; its\n"
+      "tokenizer.model is used, the classifier is freshly initialised with the data's class\n"
+      "count), or from scratch (--config and --set; --tokenizer, or a tokenizer is trained on\n"
+      "the training texts). Inputs are `<s> A </s>`, pairs `<s> A </s></s> B </s>`.\n"
+      "Examples:\n"
+      "  linformer finetune --init-from runs/pre/model --train sst2/train.tsv --dev sst2/dev.tsv \\\n"
+      "      --max-len 128 --epochs 3 --out runs/sst2\n"
+      "  linformer finetune --config configs/small-linformer.json --set max_len=4096 \\\n"
+      "      --train imdb/train.tsv --dev imdb/val.tsv --truncate head+tail --out runs/imdb\n"
+      "A killed run continues with `linformer finetune --out RUN --resume`.");
+  auto o = std::make_shared<FinetuneOptions>();
+  auto resume = std::make_shared<bool>(false);
+  o->optim.lr = 1e-4f;
+  cmd->add_option("--train", o->train, "Training data: TSV file with a header, or aclImdb folder")
+      ->group("Data");
+  cmd->add_option("--dev", o->dev,
+                  "Dev data, evaluated each epoch; the best model is kept in RUN/best")
+      ->group("Data");
+  cmd->add_option("--bad-rows", o->bad_rows,
+                  "Rows with a wrong column count, an unknown label or invalid UTF-8: stop with "
+                  "FILE:LINE, or skip them and print the count")
+      ->check(CLI::IsMember({"stop", "skip"}))
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--max-train", o->max_train, "Use an evenly spread subset of this many "
+                                               "training examples (0: all)")
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--max-dev", o->max_dev, "Subset of the dev set (0: all)")
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--max-len", o->max_len,
+                  "Tokens per example incl. <s>/</s> (0: the model's max_len; at most max_len)")
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--truncate", o->truncate,
+                  "What a too-long text keeps: head (its start), tail (its end), head+tail "
+                  "(first quarter and last three quarters of the budget)")
+      ->check(CLI::IsMember({"head", "tail", "head+tail"}))
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_flag("--pad-to-max", o->pad_to_max,
+                "Pad every batch to --max-len (default: to the longest sequence in the batch)")
+      ->group("Data");
+  cmd->add_flag("!--no-bucket", o->bucket,
+                "Do not sort examples by length within pools (bucketing reduces padding)")
+      ->group("Data");
+  cmd->add_option("--metric", o->metric,
+                  "Dev metric that selects the best checkpoint (auto: F1 for QQP, else accuracy)")
+      ->check(CLI::IsMember({"auto", "accuracy", "f1"}))
+      ->capture_default_str()
+      ->group("Data");
+  cmd->add_option("--init-from", o->init_from,
+                  "Pretrained model folder (config.json, model.safetensors, tokenizer.model)")
+      ->group("Model");
+  cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
+      ->group("Model");
+  cmd->add_option("--set", o->sets, "From scratch: KEY=VALUE configuration override "
+                                    "(repeatable), e.g. --set max_len=1024 --set attention=standard")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->group("Model");
+  cmd->add_option("--dropout", o->dropout, "Override hidden and attention dropout")->group("Model");
+  cmd->add_option("--tokenizer", o->tokenizer, "From scratch: use this tokenizer.model")
+      ->group("Model");
+  cmd->add_option("--vocab-size", o->vocab_size, "From scratch: pieces of a newly trained tokenizer")
+      ->capture_default_str()
+      ->group("Model");
+  cmd->add_option("--tokenizer-type", o->tokenizer_type, "unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))
+      ->capture_default_str()
+      ->group("Model");
+  cmd->add_option("--out", o->out, "Run folder")->required()->group("Run");
+  cmd->add_flag("--resume", *resume,
+                "Continue the run in --out from its latest checkpoint (all other options come "
+                "from its train_args.json)")
+      ->group("Run");
+  cmd->add_option("--epochs", o->epochs, "Passes over the training data")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--batch-size", o->batch_size, "Examples per micro-batch")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--eval-batch-size", o->eval_batch_size, "Examples per inference batch")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--warmup-ratio", o->warmup_ratio, "Share of the steps for linear warm-up, "
+                                                     "then linear decay to 0")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Warm-up steps (overrides --warmup-ratio)")
+      ->group("Optimiser");
+  cmd->add_option("--weight-decay", o->optim.weight_decay, "AdamW weight decay (not on biases/LayerNorm)")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--clip-norm", o->optim.clip_norm, "Gradient-norm clipping (0: off)")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--seed", o->seed, "Seed: initial weights, data order, dropout")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--log-every", o->log_every, "Steps between progress lines")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--eval-every", o->eval_every, "Steps between dev evaluations (0: each epoch)")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                  "Steps between checkpoints (0: at each evaluation)")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--time-limit", o->time_limit,
+                  "Stop after this many seconds, with a checkpoint (0: no limit)")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
+  cmd->callback([o, resume] {
+    if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "training data is required");
+    if (!o->init_from.empty() && (!o->config.empty() || !o->sets.empty()))
+      throw CLI::ValidationError("--init-from", "the pretrained folder's config is used; "
+                                                "--config/--set apply to training from scratch");
+    FinetuneResult r = finetune(*o, *resume);
+    std::printf("finetune: %lld/%lld steps in %s, %.1f examples/s, activations %.1f MB",
+                static_cast<long long>(r.steps_done), static_cast<long long>(r.total_steps),
+                format_duration(r.seconds).c_str(), r.examples_per_second,
+                r.activation_bytes / 1048576.0);
+    if (r.best_metric >= 0)
+      std::printf(", best dev %s %.2f%% at step %lld (epoch %.2f) in %s/best\n", r.metric.c_str(),
+                  100 * r.best_metric, static_cast<long long>(r.best_step), r.best_epoch,
+                  o->out.c_str());
+    else
+      std::printf(", model in %s/best\n", o->out.c_str());
+  });
+}
+
+}  // namespace lf::cli
