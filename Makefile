@@ -14,7 +14,8 @@ build: setup
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	scripts/demo.sh $(BUILD)
+	scripts/setup.sh --demo
+	CORPUS=$(CORPUS) scripts/demo.sh $(BUILD)
 
 test:
 	scripts/setup.sh --test

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (only those missing).
-# Usage: scripts/setup.sh [--test]
+# Usage: scripts/setup.sh [--test | --demo]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev
-      libcli11-dev libgtest-dev libsentencepiece-dev)
+      libcli11-dev libgtest-dev libsentencepiece-dev libeigen3-dev)
+if [[ "${1:-}" == "--demo" ]] && ! command -v npm >/dev/null; then
+  pkgs+=(npm)
+fi
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3-torch python3-numpy)
 fi

@@ -107,6 +107,8 @@ std::vector<Case> cases() {
   return v;
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class InferencePath : public ::testing::TestWithParam<Case> {};
 
 TEST_P(InferencePath, MatchesTrainingForward) {

@@ -139,6 +139,10 @@ void add_finetune(CLI::App& app) {
                   "Stop after this many seconds, with a checkpoint (0: no limit)")
       ->capture_default_str()
       ->group("Run");
+  cmd->add_option("--stop-after", o->stop_after,
+                  "Stop after this many steps, with a checkpoint (0: run to the end; --resume "
+                  "continues)")
+      ->group("Run");
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "training data is required");

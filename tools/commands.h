@@ -13,4 +13,5 @@ void add_finetune(CLI::App& app);
 void add_evaluate(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_embed(CLI::App& app);
+void add_spectrum(CLI::App& app);
 }  // namespace lf::cli

@@ -75,6 +75,10 @@ class Model {
 
   // Bytes the engine holds for activations and scratch at its largest shape so far.
   size_t activation_bytes() const;
+
+  // Softmax attention probabilities of a layer, [B, H, N, Lk] (Lk = N for standard attention,
+  // k for Linformer), before attention dropout; valid after forward(batch, train = true).
+  const float* attention_probs(int64_t layer) const;
   // Bytes of activations and scratch forward() would need for a batch of shape (B, N)
   // (padded: an attention mask with padding is given), computed without allocating: the
   // dry run used to size batches to a memory budget. Independent of the current state.

@@ -14,8 +14,12 @@ inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// rng_bits(seed, stream, i) == rng_bits_keyed(rng_key(seed, stream), i): hoist the key out of
+// hot loops.
+inline uint64_t rng_key(uint64_t seed, uint64_t stream) { return mix64(seed ^ mix64(stream)); }
+inline uint64_t rng_bits_keyed(uint64_t key, uint64_t index) { return mix64(key + index); }
 inline uint64_t rng_bits(uint64_t seed, uint64_t stream, uint64_t index) {
-  return mix64(mix64(seed ^ mix64(stream)) + index);
+  return rng_bits_keyed(rng_key(seed, stream), index);
 }
 
 // Uniform in [0, 1) with 24 bits of precision.

@@ -188,6 +188,31 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
   });
 }
 
+namespace {
+// Element i of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, i / 4) (the
+// (i % 4)-th group) are >= round(p * 65536): one hash serves four elements.
+struct DropoutMask {
+  uint64_t key;
+  uint32_t threshold;
+  DropoutMask(float p, uint64_t seed, uint64_t stream)
+      : key(rng_key(seed, stream)),
+        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))) {}
+  // Calls f(i, keep) for i in [i0, i1).
+  template <typename F>
+  void for_range(int64_t i0, int64_t i1, const F& f) const {
+    uint64_t group = ~uint64_t{0}, h = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint64_t g = static_cast<uint64_t>(i) >> 2;
+      if (g != group) {
+        group = g;
+        h = rng_bits_keyed(key, g);
+      }
+      f(i, ((h >> (16 * (i & 3))) & 0xFFFFu) >= threshold);
+    }
+  }
+};
+}  // namespace
+
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream) {
   if (p <= 0.f) {
@@ -195,19 +220,24 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
     return;
   }
   const float keep_scale = 1.f / (1.f - p);
+  const DropoutMask mask(p, seed, stream);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      out[i] = rng_uniform(seed, stream, static_cast<uint64_t>(i)) >= p ? inp[i] * keep_scale : 0.f;
+    mask.for_range(i0, i1, [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
   });
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
                       uint64_t stream) {
-  const float keep_scale = p <= 0.f ? 1.f : 1.f / (1.f - p);
+  if (p <= 0.f) {
+    for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
+    return;
+  }
+  const float keep_scale = 1.f / (1.f - p);
+  const DropoutMask mask(p, seed, stream);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      if (p <= 0.f || rng_uniform(seed, stream, static_cast<uint64_t>(i)) >= p)
-        dinp[i] += dout[i] * keep_scale;
+    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
+      if (keep) dinp[i] += dout[i] * keep_scale;
+    });
   });
 }
 

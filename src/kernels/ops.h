@@ -38,8 +38,9 @@ void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, f
 void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
                       float scale, bool accumulate);
 
-// Inverted dropout with a counter-based mask: element i is kept iff
-// rng_uniform(seed, stream, i) >= p, and then scaled by 1/(1-p). out may alias inp.
+// Inverted dropout with a counter-based mask: element i is kept iff 16 random bits drawn for
+// it from (seed, stream, i) are >= round(p * 65536), and then scaled by 1/(1-p).
+// out may alias inp.
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,

@@ -1,6 +1,8 @@
 #include "linformer/config.h"
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "core/error.h"
@@ -45,6 +47,17 @@ E parse_enum(const json& j, const char* key, const E (&values)[M]) {
     allowed += std::string(allowed.empty() ? "" : ", ") + to_string(v);
   }
   fail("config: '", key, "' is '", s, "'; expected one of: ", allowed);
+}
+
+// The shortest decimal that reads back as the same float, as a double (so JSON shows 0.1,
+// not 0.10000000149011612).
+double short_float(float v) {
+  char buf[32];
+  for (int prec = 6; prec <= 9; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return std::strtod(buf, nullptr);
 }
 
 }  // namespace
@@ -107,10 +120,10 @@ std::string Config::to_json() const {
   j["projection"] = to_string(projection);
   j["norm"] = to_string(norm);
   j["causal"] = causal;
-  j["dropout"] = dropout;
-  j["attention_dropout"] = attention_dropout;
-  j["layer_norm_eps"] = layer_norm_eps;
-  j["init_std"] = init_std;
+  j["dropout"] = short_float(dropout);
+  j["attention_dropout"] = short_float(attention_dropout);
+  j["layer_norm_eps"] = short_float(layer_norm_eps);
+  j["init_std"] = short_float(init_std);
   j["num_classes"] = num_classes;
   j["pad_id"] = pad_id;
   j["cls_id"] = cls_id;

@@ -1140,6 +1140,14 @@ void Model::forward(const Batch& batch, bool train, uint64_t dropout_seed) {
   impl_->forward(batch, train, dropout_seed);
 }
 const float* Model::hidden() const { return impl_->hid; }
+const float* Model::attention_probs(int64_t layer) const {
+  LF_CHECK(layer >= 0 && layer < impl_->cfg.n_layers, "attention_probs: layer ", layer,
+           " out of range");
+  LF_CHECK(impl_->train && impl_->acts.size() > static_cast<size_t>(layer) &&
+               impl_->acts[layer].probs,
+           "attention_probs: run forward(batch, train = true) first");
+  return impl_->acts[layer].probs;
+}
 double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count) {
   return impl_->mlm_loss(labels, grad, weight, count);
 }

@@ -194,6 +194,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     const bool quiet = opt.quiet;
     opt = FinetuneOptions::from_json(json::parse(read_file(args_path.string())));
     opt.quiet = quiet;
+    opt.stop_after = opt_in.stop_after;
     opt.out = opt_in.out;  // the folder may have been moved
   }
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
@@ -325,10 +326,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   if (have_dev) dev_x = encode_all(tok, dev, max_len, trunc);
   int64_t cut = 0;
   for (const auto& s : train_x) cut += static_cast<int64_t>(s.size()) == max_len;
-  say("encoded in %s: mean length %.1f tokens (train)%s, %lld of %zu training examples reach "
+  char dev_len[64] = "";
+  if (have_dev) std::snprintf(dev_len, sizeof dev_len, ", %.1f (dev)", mean_length(dev_x));
+  say("encoded in %s: mean length %.1f tokens (train)%s; %lld of %zu training examples reach "
       "max_len %lld (truncation: %s)\n",
-      format_duration(enc_clock.seconds()).c_str(), mean_length(train_x),
-      have_dev ? (", " + std::to_string(mean_length(dev_x)).substr(0, 6) + " (dev)").c_str() : "",
+      format_duration(enc_clock.seconds()).c_str(), mean_length(train_x), dev_len,
       static_cast<long long>(cut), train_x.size(), static_cast<long long>(max_len),
       to_string(trunc));
   std::vector<int64_t> lengths(train_x.size());
@@ -500,7 +502,8 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
       win_loss = win_time = 0;
       win_correct = win_examples = win_steps = 0;
     }
-    const bool time_up = opt.time_limit > 0 && clock.seconds() >= opt.time_limit;
+    const bool time_up = (opt.time_limit > 0 && clock.seconds() >= opt.time_limit) ||
+                         (opt.stop_after > 0 && done - start >= opt.stop_after);
     const bool eval_now = (opt.eval_every > 0 && done % opt.eval_every == 0) || epoch_end ||
                           done == total_steps;
     if (eval_now) {
@@ -519,7 +522,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
                       json{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}},
                       1);
     if (time_up && done < total_steps) {
-      say("time limit reached after %lld steps; continue with `linformer finetune --out %s "
+      say("stopping after %lld steps (time or step limit); continue with `linformer finetune --out %s "
           "--resume`\n",
           static_cast<long long>(done), opt.out.c_str());
       stopped_early = true;

@@ -223,10 +223,12 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   }
   AdamW adam(model, opt.optim);
   int64_t start = 0;
+  json resume_state;  // state.json of the checkpoint resumed from
   if (resume) {
     const std::string ck = latest_checkpoint(opt.out);
     if (!ck.empty()) {
       json st = load_checkpoint(ck, model, adam);
+      resume_state = st;
       start = st.at("step").get<int64_t>();
       say("resume: continuing from %s (step %lld)\n", ck.c_str(), static_cast<long long>(start));
     } else {
@@ -271,6 +273,14 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   int64_t order_epoch = -1;
   double window_loss = 0, window_tokens = 0, window_time = 0;
   int64_t window_steps = 0;
+  // The progress window in flight at the checkpoint (its steps are not logged yet), so that
+  // the first line after a resume averages the same steps as the uninterrupted run's.
+  if (resume_state.contains("window_steps")) {
+    window_loss = resume_state.at("window_loss").get<double>();
+    window_tokens = resume_state.at("window_tokens").get<double>();
+    window_time = resume_state.at("window_time").get<double>();
+    window_steps = resume_state.at("window_steps").get<int64_t>();
+  }
   double total_tokens = 0;
   double last_valid = 0;
   int64_t step = start;
@@ -343,7 +353,12 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     }
     if ((opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0) || done == opt.steps ||
         time_up)
-      save_checkpoint(opt.out, done, model, adam, json{{"kind", "pretrain"}});
+      save_checkpoint(opt.out, done, model, adam,
+                      json{{"kind", "pretrain"},
+                           {"window_loss", window_loss},
+                           {"window_tokens", window_tokens},
+                           {"window_time", window_time},
+                           {"window_steps", window_steps}});
     if (time_up) {
       say("time limit reached after %lld steps; resume with --resume\n",
           static_cast<long long>(done));

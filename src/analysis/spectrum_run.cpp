@@ -1,0 +1,539 @@
+#include "analysis/spectrum_run.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "analysis/heatmap_svg.h"
+#include "analysis/spectrum.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/corpus.h"
+#include "data/mlm_data.h"
+#include "io/file_util.h"
+#include "io/svg_plot.h"
+#include "linformer/checkpoint.h"
+#include "linformer/model.h"
+#include "linformer/tokenizer.h"
+
+namespace lf::analysis {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// y = LayerNorm(x) over rows of length D.
+void layer_norm_rows(float* y, const float* x, const float* w, const float* b, int64_t R, int64_t D,
+                     float eps) {
+  for (int64_t r = 0; r < R; ++r) {
+    const float* xr = x + r * D;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < D; ++j) mean += xr[j];
+    mean /= D;
+    for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= D;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < D; ++j)
+      y[r * D + j] = static_cast<float>((xr[j] - mean) * rstd) * w[j] + b[j];
+  }
+}
+
+std::string layer_prefix(int64_t l) { return "roberta.encoder.layer." + std::to_string(l) + "."; }
+
+// Columns [h*Dh, (h+1)*Dh) of X W^T + b for rows of sequence b: [N, Dh] in double.
+Mat head_projection(const float* X, const float* W, const float* bias, int64_t b, int64_t N,
+                    int64_t D, int64_t h, int64_t Dh) {
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const RowMat> x(X + b * N * D, N, D);
+  Eigen::Map<const RowMat> w(W + h * Dh * D, Dh, D);  // rows h*Dh .. of W [D_out, D_in]
+  Eigen::Map<const Eigen::VectorXf> bb(bias + h * Dh, Dh);
+  Eigen::MatrixXf y = x * w.transpose();
+  y.rowwise() += bb.transpose();
+  return y.cast<double>();
+}
+
+std::string fmt(double v, int prec = 6) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*g", prec, v);
+  return b;
+}
+
+std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
+  std::vector<double> m(rows.empty() ? 0 : rows[0].size(), 0.0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < m.size(); ++i) m[i] += r[i] / rows.size();
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> attention_inputs(Model& model, const int32_t* ids, int64_t B,
+                                                 int64_t N) {
+  const Config& cfg = model.config();
+  const int64_t D = cfg.d_model, L = cfg.n_layers, R = B * N;
+  const bool pre = cfg.norm == NormPlacement::pre;
+  std::vector<std::vector<float>> out(static_cast<size_t>(L));
+  // Layer 0: word + position + token type 0, LayerNorm (dropout is off).
+  {
+    const float* word = model.param("roberta.embeddings.word_embeddings.weight");
+    const float* pos = model.param("roberta.embeddings.position_embeddings.weight");
+    const float* type = model.param("roberta.embeddings.token_type_embeddings.weight");
+    std::vector<float> e(static_cast<size_t>(R * D));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < N; ++t) {
+        const int32_t id = ids[b * N + t];
+        LF_CHECK(id >= 0 && id < cfg.vocab_size, "attention_inputs: token id ", id,
+                 " outside the vocabulary (", cfg.vocab_size, ")");
+        float* row = e.data() + (b * N + t) * D;
+        for (int64_t j = 0; j < D; ++j)
+          row[j] = word[id * D + j] + pos[(t + cfg.position_offset) * D + j] + type[j];
+      }
+    std::vector<float> x(e.size());
+    layer_norm_rows(x.data(), e.data(), model.param("roberta.embeddings.LayerNorm.weight"),
+                    model.param("roberta.embeddings.LayerNorm.bias"), R, D, cfg.layer_norm_eps);
+    if (pre) {
+      const std::string p = layer_prefix(0) + "attention.output.LayerNorm.";
+      layer_norm_rows(e.data(), x.data(), model.param(p + "weight"), model.param(p + "bias"), R, D,
+                      cfg.layer_norm_eps);
+      x.swap(e);
+    }
+    out[0] = std::move(x);
+  }
+  // Layer l > 0: the model truncated to its first l layers. Post-norm: its hidden state is
+  // x_l. Pre-norm: its hidden state is LN_final(x_l); with LN_final's parameters replaced by
+  // layer l's LN_attn it is exactly LN_attn(x_l) (both normalise the same x_l).
+  for (int64_t l = 1; l < L; ++l) {
+    Config c = cfg;
+    c.n_layers = l;
+    if (c.k.size() > 1) c.k.resize(static_cast<size_t>(l));
+    c.dropout = 0.f;
+    c.attention_dropout = 0.f;
+    Model t(c);
+    for (const ParamInfo& pi : t.params()) {
+      const ParamInfo* src = model.find(pi.name);
+      LF_CHECK(src && src->numel == pi.numel, "attention_inputs: parameter ", pi.name,
+               " missing or of another shape in the full model");
+      std::memcpy(t.param_data() + pi.offset, model.param_data() + src->offset,
+                  pi.numel * sizeof(float));
+    }
+    if (pre) {
+      const std::string p = layer_prefix(l) + "attention.output.LayerNorm.";
+      std::memcpy(t.param("roberta.encoder.final_layer_norm.weight"), model.param(p + "weight"),
+                  D * sizeof(float));
+      std::memcpy(t.param("roberta.encoder.final_layer_norm.bias"), model.param(p + "bias"),
+                  D * sizeof(float));
+    }
+    Batch batch;
+    batch.ids = ids;
+    batch.B = B;
+    batch.N = N;
+    t.forward(batch, false);
+    out[static_cast<size_t>(l)].assign(t.hidden(), t.hidden() + R * D);
+  }
+  return out;
+}
+
+json SpectrumResult::spectrum_json() const {
+  json j;
+  j["attention"] = attention;
+  j["layers"] = layers;
+  j["heads"] = heads;
+  j["n"] = n;
+  j["lk"] = lk;
+  j["rank"] = rank;
+  j["k_ref"] = k_ref;
+  j["sequences"] = sequences;
+  j["sequence_ids"] = sequence_ids;
+  j["share_first_k_ref"] = share;
+  j["layer_share_first_k_ref"] = layer_share;
+  j["layer_cumulative"] = layer_cumulative;
+  // Share held by the first m values for a few absolute m (comparable across models).
+  json at = json::object();
+  for (int64_t m : {8, 16, 32, 64, 128, 256}) {
+    if (m > rank) break;
+    std::vector<double> v;
+    for (const auto& c : layer_cumulative) v.push_back(share_of_first(c, m));
+    at[std::to_string(m)] = v;
+  }
+  j["layer_share_first_m"] = at;
+  j["probs_check_max_abs_diff"] = probs_check;
+  j["seconds"] = seconds;
+  return j;
+}
+
+json SpectrumResult::lowrank_json() const {
+  json j;
+  j["attention"] = attention;
+  j["n"] = n;
+  j["sequences"] = sequences;
+  j["ks"] = ks;
+  j["value_vectors"] = "real: V = (attention input) W_v^T + b_v of each head";
+  j["jl"] = "R in R^{k x n}, entries N(0, 1/k), one independent R per matrix and k";
+  j["mean"] = {{"rank_k_error", svd_error_all},
+               {"jl_error", jl_error_all},
+               {"jl_error_sd", jl_error_sd_all},
+               {"rank_k_error_P", svd_p_error_all}};
+  j["per_layer"] = {{"rank_k_error", svd_error},
+                    {"jl_error", jl_error},
+                    {"jl_error_sd", jl_error_sd},
+                    {"rank_k_error_P", svd_p_error}};
+  j["probs_check_max_abs_diff"] = probs_check;
+  return j;
+}
+
+SpectrumResult run_spectrum(const SpectrumOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto log = [&](const std::string& s) {
+    if (!opt.quiet) std::fprintf(stderr, "spectrum: %s\n", s.c_str());
+  };
+  LF_CHECK(!opt.model_dir.empty(), "spectrum: give --model");
+  LF_CHECK(!opt.text.empty(), "spectrum: give --text");
+  LF_CHECK(!opt.out.empty(), "spectrum: give --out");
+  LF_CHECK(opt.sequences >= 1, "spectrum: --sequences must be at least 1, got ", opt.sequences);
+  LF_CHECK(opt.batch >= 1, "spectrum: --batch must be at least 1, got ", opt.batch);
+  const std::string tok_path = (fs::path(opt.model_dir) / "tokenizer.model").string();
+  LF_CHECK(fs::exists(tok_path), "spectrum: ", tok_path,
+           " is missing: the model folder must hold the tokenizer it was trained with");
+
+  // The model, with every dropout zeroed (forward(train = true) keeps the probabilities).
+  Config cfg;
+  std::unique_ptr<Model> model;
+  {
+    std::unique_ptr<Model> loaded = load_model(opt.model_dir);
+    cfg = loaded->config();
+    cfg.dropout = 0.f;
+    cfg.attention_dropout = 0.f;
+    model = std::make_unique<Model>(cfg);
+    std::memcpy(model->param_data(), loaded->param_data(), loaded->num_params() * sizeof(float));
+  }
+  const int64_t N = opt.n;
+  LF_CHECK(N >= 3 && N <= cfg.max_len, "spectrum: --n must be in [3, max_len = ", cfg.max_len,
+           "], got ", N);
+  const bool standard = !cfg.is_linformer();
+  const int64_t L = cfg.n_layers, H = cfg.n_heads, D = cfg.d_model, Dh = cfg.d_head();
+  std::vector<int64_t> lks(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) lks[l] = standard ? N : cfg.k_of(l);
+  for (int64_t l = 1; l < L; ++l)
+    LF_CHECK(lks[l] == lks[0], "spectrum: layers with different k are not supported");
+  const int64_t Lk = lks[0];
+  const int64_t rank = std::min(N, Lk);
+  const int64_t k_ref = opt.k_ref > 0 ? std::min(opt.k_ref, rank) : std::max<int64_t>(1, rank / 4);
+
+  // Text -> tokens -> packed sequences, exactly as pretraining packs them.
+  Tokenizer tok(tok_path);
+  LF_CHECK(tok.vocab_size() <= cfg.vocab_size, "spectrum: the tokenizer has ", tok.vocab_size(),
+           " pieces but the model's vocabulary is ", cfg.vocab_size);
+  std::vector<int32_t> tokens;
+  const int64_t cap = 50'000'000;
+  for_each_line(list_corpus_files(opt.text), [&](const std::string& line) {
+    std::vector<int32_t> ids = tok.encode(line);
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    tokens.push_back(Tokenizer::kSep);
+    return static_cast<int64_t>(tokens.size()) < cap;
+  });
+  TokenStream stream = TokenStream::from_tokens(std::move(tokens));
+  const PackedSequences seqs{&stream, 0, stream.size(), N};
+  const int64_t full = stream.size() / (N - 2);  // sequences without padding
+  LF_CHECK(full >= 1, "spectrum: the text has ", stream.size(), " tokens, fewer than one ",
+           "sequence of n = ", N, " needs (", N - 2, ")");
+  const int64_t S = std::min(opt.sequences, full);
+  if (S < opt.sequences)
+    log("the text holds only " + std::to_string(full) + " full sequences of " +
+        std::to_string(N) + "; using them all");
+  std::vector<int64_t> chosen(static_cast<size_t>(S));
+  for (int64_t j = 0; j < S; ++j) chosen[j] = j * full / S;  // spread over the text
+
+  std::vector<int64_t> ks;
+  const bool lowrank = opt.lowrank && standard;
+  if (opt.lowrank && !standard)
+    log("low-rank check skipped: it needs standard attention (P is n x n)");
+  if (lowrank) {
+    std::vector<int64_t> want = opt.ks;
+    if (want.empty()) want = {16, 32, 64, 128, 256};
+    for (int64_t k : want) {
+      LF_CHECK(k >= 1, "spectrum: --ks values must be positive, got ", k);
+      if (k <= N) ks.push_back(k);
+      else log("k = " + std::to_string(k) + " > n = " + std::to_string(N) + " dropped");
+    }
+    LF_CHECK(!ks.empty(), "spectrum: no low-rank width k <= n = ", N);
+  }
+  const int64_t nk = static_cast<int64_t>(ks.size());
+
+  std::ostringstream head;
+  head << "model " << opt.model_dir << " (" << to_string(cfg.attention) << ", " << L
+       << " layers x " << H << " heads), " << S << " sequences of n = " << N << " from "
+       << stream.size() << " tokens; P is " << N << " x " << Lk << "; share of the first k_ref = "
+       << k_ref << " of " << rank << " singular values";
+  log(head.str());
+
+  // Per (sequence, layer, head) results, summed in a fixed order afterwards.
+  struct Job {
+    std::vector<double> cum, sig;
+    std::vector<double> svd, jl, svdp;
+  };
+  const int64_t per_seq = L * H;
+  std::vector<Job> jobs(static_cast<size_t>(S * per_seq));
+  double probs_check = -1;
+
+  std::vector<int32_t> ids;
+  std::vector<float> mask(static_cast<size_t>(N));
+  for (int64_t s0 = 0; s0 < S; s0 += opt.batch) {
+    const int64_t B = std::min(opt.batch, S - s0);
+    ids.assign(static_cast<size_t>(B * N), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      seqs.get(chosen[s0 + b], ids.data() + b * N, mask.data());
+      for (float m : mask) LF_CHECK(m == 1.f, "spectrum: internal: a padded sequence was chosen");
+    }
+    Batch batch;
+    batch.ids = ids.data();
+    batch.B = B;
+    batch.N = N;
+    model->forward(batch, true, 0);
+    std::vector<std::vector<float>> xin;
+    if (lowrank) xin = attention_inputs(*model, ids.data(), B, N);
+
+    // Check on the first batch: softmax(s Q K^T) from the reconstructed inputs equals P.
+    if (lowrank && s0 == 0) {
+      double worst = 0;
+      const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+      for (int64_t l = 0; l < L; ++l) {
+        const std::string p = layer_prefix(l) + "attention.self.";
+        const float* P = model->attention_probs(l);
+        for (int64_t h = 0; h < H; ++h) {
+          const Mat q = head_projection(xin[l].data(), model->param(p + "query.weight"),
+                                        model->param(p + "query.bias"), 0, N, D, h, Dh);
+          const Mat k = head_projection(xin[l].data(), model->param(p + "key.weight"),
+                                        model->param(p + "key.bias"), 0, N, D, h, Dh);
+          Mat sc = scale * q * k.transpose();
+          for (int64_t i = 0; i < N; ++i) {
+            const double mx = sc.row(i).maxCoeff();
+            sc.row(i) = (sc.row(i).array() - mx).exp().matrix();
+            sc.row(i) /= sc.row(i).sum();
+          }
+          const float* Ph = P + (0 * H + h) * N * Lk;
+          for (int64_t i = 0; i < N; ++i)
+            for (int64_t j = 0; j < N; ++j)
+              worst = std::max(worst, std::fabs(sc(i, j) - Ph[i * Lk + j]));
+        }
+      }
+      probs_check = worst;
+      log("reconstructed attention inputs: max |P - softmax(QK^T/sqrt(d))| = " + fmt(worst, 3));
+      if (worst > 1e-3)
+        log("warning: the reconstructed inputs do not reproduce P; V may not be the layer's V");
+    }
+
+    std::vector<const float*> wv(L, nullptr), bv(L, nullptr), probs(L, nullptr);
+    for (int64_t l = 0; l < L; ++l) {
+      probs[l] = model->attention_probs(l);
+      if (!lowrank) continue;
+      wv[l] = model->param(layer_prefix(l) + "attention.self.value.weight");
+      bv[l] = model->param(layer_prefix(l) + "attention.self.value.bias");
+    }
+    const int64_t njobs = B * per_seq;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t j = 0; j < njobs; ++j) {
+      const int64_t b = j / per_seq, l = (j / H) % L, h = j % H;
+      const float* Ph = probs[l] + (b * H + h) * N * Lk;
+      Mat P(N, Lk);
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < Lk; ++c) P(r, c) = Ph[r * Lk + c];
+      Job& out = jobs[static_cast<size_t>((s0 + b) * per_seq + l * H + h)];
+      Vec s;
+      if (lowrank) {
+        const Svd svd = thin_svd(P);
+        s = svd.s;
+        const Mat V = head_projection(xin[l].data(), wv[l], bv[l], b, N, D, h, Dh);
+        const double pn = s.norm();
+        for (int64_t ki = 0; ki < nk; ++ki) {
+          const int64_t k = ks[ki];
+          out.svd.push_back(rank_k_product_error(svd, P, V, k));
+          out.svdp.push_back(pn > 0 ? tail_frobenius(s, k) / pn : 0.0);
+          const uint64_t stream_id =
+              rng_stream(0x4A4C /* "JL" */, static_cast<uint64_t>(chosen[s0 + b]),
+                         static_cast<uint64_t>(l * H + h), static_cast<uint64_t>(k));
+          out.jl.push_back(jl_product_error(P, V, jl_matrix(k, N, opt.seed, stream_id)));
+        }
+      } else {
+        s = singular_values(P);
+      }
+      out.cum = normalised_cumsum(s);
+      out.sig.assign(s.data(), s.data() + s.size());
+    }
+    const double el =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log("sequences " + std::to_string(s0 + B) + "/" + std::to_string(S) + " done, " +
+        fmt(el, 3) + " s");
+  }
+
+  // Means over sequences (and over heads for the per-layer values).
+  SpectrumResult r;
+  r.attention = to_string(cfg.attention);
+  r.layers = L, r.heads = H, r.n = N, r.lk = Lk, r.rank = rank, r.k_ref = k_ref, r.sequences = S;
+  r.sequence_ids = chosen;
+  r.probs_check = probs_check;
+  r.ks = ks;
+  r.share.assign(L, std::vector<double>(H, 0.0));
+  r.cumulative.assign(L, std::vector<std::vector<double>>(H, std::vector<double>(rank, 0.0)));
+  r.sigma = r.cumulative;
+  r.layer_share.assign(L, 0.0);
+  r.layer_cumulative.assign(L, std::vector<double>(rank, 0.0));
+  if (lowrank) {
+    r.svd_error.assign(L, std::vector<double>(nk, 0.0));
+    r.jl_error = r.svd_p_error = r.jl_error_sd = r.svd_error;
+  }
+  const double inv_s = 1.0 / S, inv_sh = 1.0 / (S * H);
+  for (int64_t q = 0; q < S; ++q)
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < H; ++h) {
+        const Job& jb = jobs[static_cast<size_t>(q * per_seq + l * H + h)];
+        for (int64_t i = 0; i < rank; ++i) {
+          r.cumulative[l][h][i] += jb.cum[i] * inv_s;
+          r.sigma[l][h][i] += jb.sig[i] * inv_s;
+          r.layer_cumulative[l][i] += jb.cum[i] * inv_sh;
+        }
+        r.share[l][h] += share_of_first(jb.cum, k_ref) * inv_s;
+        r.layer_share[l] += share_of_first(jb.cum, k_ref) * inv_sh;
+        for (int64_t ki = 0; ki < (lowrank ? nk : 0); ++ki) {
+          r.svd_error[l][ki] += jb.svd[ki] * inv_sh;
+          r.jl_error[l][ki] += jb.jl[ki] * inv_sh;
+          r.svd_p_error[l][ki] += jb.svdp[ki] * inv_sh;
+        }
+      }
+  if (lowrank) {
+    // Standard deviation of the JL error over heads and sequences.
+    for (int64_t q = 0; q < S; ++q)
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t h = 0; h < H; ++h) {
+          const Job& jb = jobs[static_cast<size_t>(q * per_seq + l * H + h)];
+          for (int64_t ki = 0; ki < nk; ++ki) {
+            const double d = jb.jl[ki] - r.jl_error[l][ki];
+            r.jl_error_sd[l][ki] += d * d * inv_sh;
+          }
+        }
+    std::vector<double> sd_all(nk, 0.0);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t ki = 0; ki < nk; ++ki) {
+        // Pooled variance over all layers = mean within-layer variance + variance of means.
+        sd_all[ki] += r.jl_error_sd[l][ki] / L;
+      }
+    r.svd_error_all = mean_over(r.svd_error);
+    r.jl_error_all = mean_over(r.jl_error);
+    r.svd_p_error_all = mean_over(r.svd_p_error);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t ki = 0; ki < nk; ++ki) {
+        const double d = r.jl_error[l][ki] - r.jl_error_all[ki];
+        sd_all[ki] += d * d / L;
+      }
+    for (auto& row : r.jl_error_sd)
+      for (double& v : row) v = std::sqrt(v);
+    for (double& v : sd_all) v = std::sqrt(v);
+    r.jl_error_sd_all = sd_all;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Files.
+  fs::create_directories(opt.out);
+  auto path = [&](const char* name) { return (fs::path(opt.out) / name).string(); };
+  write_file_atomic(path("spectrum.csv"), [&](std::ostream& o) {
+    o << "layer,head,index,singular_value,cumulative\n";
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < rank; ++i)
+          o << l << ',' << h << ',' << i + 1 << ',' << fmt(r.sigma[l][h][i]) << ','
+            << fmt(r.cumulative[l][h][i]) << '\n';
+  });
+  write_file_atomic(path("spectrum_layers.csv"), [&](std::ostream& o) {
+    o << "layer,index,cumulative\n";
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t i = 0; i < rank; ++i)
+        o << l << ',' << i + 1 << ',' << fmt(r.layer_cumulative[l][i]) << '\n';
+  });
+  write_file_atomic(path("share.csv"), [&](std::ostream& o) {
+    o << "layer,head,k_ref,share\n";
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < H; ++h)
+        o << l << ',' << h << ',' << k_ref << ',' << fmt(r.share[l][h]) << '\n';
+  });
+  json sj = r.spectrum_json();
+  sj["model"] = opt.model_dir;
+  sj["text"] = opt.text;
+  write_file_atomic(path("spectrum.json"), sj.dump(2) + "\n");
+
+  std::vector<PlotSeries> curves;
+  for (int64_t l = 0; l < L; ++l) {
+    PlotSeries ps;
+    ps.name = "layer " + std::to_string(l);
+    for (int64_t i = 0; i < rank; ++i) {
+      ps.x.push_back(static_cast<double>(i + 1));
+      ps.y.push_back(r.layer_cumulative[l][i]);
+    }
+    curves.push_back(ps);
+  }
+  PlotOptions po;
+  po.title = "Normalised cumulative singular values of P (" + r.attention + ", n = " +
+             std::to_string(N) + ", " + std::to_string(N) + " x " + std::to_string(Lk) + ")";
+  po.x_label = "singular value index";
+  po.y_label = "cumulative share";
+  write_svg_line_plot(path("spectrum_cumulative.svg"), curves, po);
+
+  HeatmapOptions ho;
+  ho.title = "Share of the first " + std::to_string(k_ref) + " of " + std::to_string(rank) +
+             " singular values (" + r.attention + ")";
+  ho.row_label = "layer";
+  ho.col_label = "head";
+  for (int64_t l = 0; l < L; ++l) ho.row_names.push_back("layer " + std::to_string(l));
+  for (int64_t h = 0; h < H; ++h) ho.col_names.push_back("head " + std::to_string(h));
+  write_svg_heatmap(path("spectrum_share_heatmap.svg"), r.share, ho);
+
+  if (lowrank) {
+    write_file_atomic(path("lowrank.csv"), [&](std::ostream& o) {
+      o << "layer,k,rank_k_error,jl_error,jl_error_sd,rank_k_error_P\n";
+      for (int64_t l = 0; l <= L; ++l)
+        for (int64_t ki = 0; ki < nk; ++ki) {
+          const bool all = l == L;
+          o << (all ? std::string("all") : std::to_string(l)) << ',' << ks[ki] << ','
+            << fmt(all ? r.svd_error_all[ki] : r.svd_error[l][ki]) << ','
+            << fmt(all ? r.jl_error_all[ki] : r.jl_error[l][ki]) << ','
+            << fmt(all ? r.jl_error_sd_all[ki] : r.jl_error_sd[l][ki]) << ','
+            << fmt(all ? r.svd_p_error_all[ki] : r.svd_p_error[l][ki]) << '\n';
+        }
+    });
+    json lj = r.lowrank_json();
+    lj["model"] = opt.model_dir;
+    lj["text"] = opt.text;
+    write_file_atomic(path("lowrank.json"), lj.dump(2) + "\n");
+    std::vector<PlotSeries> es;
+    auto series = [&](const std::string& name, const std::vector<double>& y, bool dashed) {
+      PlotSeries ps;
+      ps.name = name;
+      ps.dashed = dashed;
+      for (int64_t ki = 0; ki < nk; ++ki) {
+        ps.x.push_back(static_cast<double>(ks[ki]));
+        ps.y.push_back(std::max(y[ki], 1e-12));
+      }
+      es.push_back(ps);
+    };
+    series("rank-k SVD, mean", r.svd_error_all, false);
+    series("JL R^T R, mean", r.jl_error_all, false);
+    for (int64_t l = 0; l < L; ++l) series("SVD layer " + std::to_string(l), r.svd_error[l], true);
+    for (int64_t l = 0; l < L; ++l) series("JL layer " + std::to_string(l), r.jl_error[l], true);
+    PlotOptions eo;
+    eo.title = "Relative error ||PV - P~V|| / ||PV|| (n = " + std::to_string(N) + ")";
+    eo.x_label = "k";
+    eo.y_label = "relative error";
+    eo.log_x = true;
+    eo.log_y = true;
+    write_svg_line_plot(path("lowrank_error.svg"), es, eo);
+  }
+  return r;
+}
+
+}  // namespace lf::analysis

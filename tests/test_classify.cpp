@@ -1,0 +1,782 @@
+// Text classification: readers for every format (header variants, CRLF, bad rows, the aclImdb
+// folder), label maps, pair encoding and truncation, batching, metrics, a finetuning run on a
+// tiny separable data set, exact resume, batch-independent predictions, and the CLI commands
+// finetune / evaluate / predict / embed. Every fixture is created by the tests.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/classify_data.h"
+#include "io/file_util.h"
+#include "io/safetensors.h"
+#include "linformer/model.h"
+#include "test_util.h"
+#include "train/classify.h"
+#include "train/finetune.h"
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+void write_text(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_ERROR_MENTIONS(stmt, phrase)                                 \
+  do {                                                                      \
+    const std::string msg_ = error_of([&] { stmt; });                       \
+    EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";          \
+    EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
+  } while (0)
+
+ReadOptions skip_opts() {
+  ReadOptions o;
+  o.bad_rows = BadRows::skip;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readers
+// ---------------------------------------------------------------------------------------------
+
+TEST(ClassifyRead, Sst2EitherColumnOrderAndCrlf) {
+  const std::string dir = test::temp_dir("sst2");
+  write_text(dir + "/a.tsv", "sentence\tlabel\r\nit is great\t1\r\na dull mess\t0\r\n\r\n");
+  write_text(dir + "/b.tsv", "label\tsentence\n1\tit is great\n0\ta dull mess\n");
+  for (const char* f : {"/a.tsv", "/b.tsv"}) {
+    const ClassifyData d = read_classify_data(dir + f);
+    EXPECT_EQ(d.format, "sst2") << f;
+    EXPECT_TRUE(d.labelled);
+    EXPECT_FALSE(d.pairs);
+    ASSERT_EQ(d.examples.size(), 2u) << f;
+    EXPECT_EQ(d.examples[0].a, "it is great");  // no trailing CR
+    EXPECT_EQ(d.examples[0].label, "positive");
+    EXPECT_EQ(d.examples[1].a, "a dull mess");
+    EXPECT_EQ(d.examples[1].label, "negative");
+    EXPECT_EQ(d.examples[1].line, 3);
+    EXPECT_EQ(d.where(d.examples[1]), dir + f + ":3");
+  }
+  // Header names are case-insensitive; a BOM is ignored.
+  write_text(dir + "/c.tsv", "\xEF\xBB\xBFLabel\tSentence\n0\tfine\n");
+  EXPECT_EQ(read_classify_data(dir + "/c.tsv").format, "sst2");
+}
+
+TEST(ClassifyRead, QnliPairsLabelsAndIds) {
+  const std::string dir = test::temp_dir("qnli");
+  write_text(dir + "/dev.tsv",
+             "index\tquestion\tsentence\tlabel\n"
+             "0\tWhat is it?\tIt is a cat.\tentailment\n"
+             "1\tWho came?\tNobody knows where.\tnot_entailment\n");
+  const ClassifyData d = read_classify_data(dir + "/dev.tsv");
+  EXPECT_EQ(d.format, "qnli");
+  EXPECT_TRUE(d.pairs);
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(d.examples[0].a, "What is it?");
+  EXPECT_EQ(d.examples[0].b, "It is a cat.");
+  EXPECT_EQ(d.examples[1].label, "not_entailment");
+  EXPECT_EQ(d.examples[1].id, "1");
+  const LabelMap m = build_label_map(d);
+  EXPECT_EQ(m.names, (std::vector<std::string>{"entailment", "not_entailment"}));
+  EXPECT_EQ(m.positive, 1);
+  // Column order does not matter.
+  write_text(dir + "/shuffled.tsv", "label\tsentence\tindex\tquestion\nentailment\tB.\t7\tA?\n");
+  const ClassifyData s = read_classify_data(dir + "/shuffled.tsv");
+  EXPECT_EQ(s.format, "qnli");
+  EXPECT_EQ(s.examples[0].a, "A?");
+  EXPECT_EQ(s.examples[0].b, "B.");
+  EXPECT_EQ(s.examples[0].id, "7");
+}
+
+TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
+  const std::string dir = test::temp_dir("qqp");
+  write_text(dir + "/train.tsv",
+             "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+             "5\t1\t2\tHow do I cook rice?\tHow to cook rice?\t1\n"
+             "6\t3\t4\tWhat is AI?\tWhere is Rome?\t0\n");
+  const ClassifyData d = read_classify_data(dir + "/train.tsv");
+  EXPECT_EQ(d.format, "qqp");
+  EXPECT_TRUE(d.pairs);
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(d.examples[0].label, "duplicate");
+  EXPECT_EQ(d.examples[1].label, "not_duplicate");
+  EXPECT_EQ(d.examples[0].id, "5");
+  EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"not_duplicate", "duplicate"}));
+  write_text(dir + "/test.tsv", "id\tquestion1\tquestion2\n9\tA?\tB?\n");
+  const ClassifyData t = read_classify_data(dir + "/test.tsv");
+  EXPECT_EQ(t.format, "qqp");
+  EXPECT_FALSE(t.labelled);
+  EXPECT_EQ(t.examples[0].label, "");
+  ReadOptions need;
+  need.require_labels = true;
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/test.tsv", need), "no label column");
+}
+
+TEST(ClassifyRead, GenericTsvSelectsColumnsByName) {
+  const std::string dir = test::temp_dir("generic");
+  // IMDB-like: extra columns are ignored, `<br />` becomes a space.
+  write_text(dir + "/imdb.tsv",
+             "label\trating\tsrc\ttext\n"
+             "0\t3\tneg/0_3\tBad film.<br /><br />Really bad.\n"
+             "1\t9\tpos/1_9\tLoved it\n");
+  const ClassifyData d = read_classify_data(dir + "/imdb.tsv");
+  EXPECT_EQ(d.format, "tsv");
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(d.examples[0].a, "Bad film.  Really bad.");
+  EXPECT_EQ(d.examples[0].label, "0");
+  // Integer labels are ordered numerically, other labels as strings.
+  write_text(dir + "/ints.tsv", "text\tlabel\na\t10\nb\t2\nc\t1\n");
+  EXPECT_EQ(build_label_map(read_classify_data(dir + "/ints.tsv")).names,
+            (std::vector<std::string>{"1", "2", "10"}));
+  write_text(dir + "/names.tsv", "content\tlabel\na\tsports\nb\tarts\nc\tsports\n");
+  const LabelMap m = build_label_map(read_classify_data(dir + "/names.tsv"));
+  EXPECT_EQ(m.names, (std::vector<std::string>{"arts", "sports"}));
+  // Generic pairs.
+  write_text(dir + "/pairs.tsv", "sentence1\tsentence2\tlabel\nx\ty\tyes\n");
+  const ClassifyData p = read_classify_data(dir + "/pairs.tsv");
+  EXPECT_TRUE(p.pairs);
+  EXPECT_EQ(p.examples[0].b, "y");
+  // A header naming no text column is an error that lists the columns.
+  write_text(dir + "/unknown.tsv", "foo\tbar\n1\t2\n");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/unknown.tsv"), "foo, bar");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/missing.tsv"), "does not exist");
+  write_text(dir + "/empty.tsv", "");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/empty.tsv"), "empty");
+}
+
+TEST(ClassifyRead, UnlabelledSst2TestFile) {
+  const std::string dir = test::temp_dir("sst2test");
+  write_text(dir + "/test.tsv", "index\tsentence\n0\tfirst one\n1\tsecond one\n");
+  const ClassifyData d = read_classify_data(dir + "/test.tsv");
+  EXPECT_EQ(d.format, "sst2");
+  EXPECT_FALSE(d.labelled);
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(d.examples[1].id, "1");
+  EXPECT_EQ(d.examples[1].a, "second one");
+}
+
+// Wrong column count, unknown label, invalid UTF-8 and empty text: stop names file:line,
+// skip counts them and keeps the good rows.
+TEST(ClassifyRead, BadRowsStopWithFileLineOrSkipWithCount) {
+  const std::string dir = test::temp_dir("bad");
+  const std::string f = dir + "/train.tsv";
+  write_text(f,
+             "sentence\tlabel\r\n"
+             "good row\t1\r\n"
+             "too\tmany\tcolumns\r\n"  // line 3
+             "unknown label\t7\r\n"    // line 4
+             "bad \xC3\x28 bytes\t0\r\n"  // line 5
+             "\t1\r\n"                   // line 6: empty text
+             "another good row\t0\r\n");
+  const std::string msg = error_of([&] { read_classify_data(f); });
+  EXPECT_NE(msg.find(f + ":3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--bad-rows skip"), std::string::npos) << msg;
+
+  const ClassifyData d = read_classify_data(f, skip_opts());
+  EXPECT_EQ(d.bad_rows, 4);
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(d.examples[1].a, "another good row");
+  EXPECT_EQ(d.examples[1].line, 7);
+  ASSERT_EQ(d.bad_messages.size(), 4u);
+  EXPECT_NE(d.bad_messages[0].find(f + ":3: expected 2"), std::string::npos) << d.bad_messages[0];
+  EXPECT_NE(d.bad_messages[1].find(f + ":4: unknown label '7'"), std::string::npos)
+      << d.bad_messages[1];
+  EXPECT_NE(d.bad_messages[2].find(f + ":5: invalid UTF-8 at byte 5"), std::string::npos)
+      << d.bad_messages[2];
+  EXPECT_NE(d.bad_messages[3].find(f + ":6: empty text"), std::string::npos) << d.bad_messages[3];
+
+  // The first bad row of each kind stops the read with its own message.
+  write_text(dir + "/label.tsv", "label\tsentence\n1\tok\n2\tnope\n");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/label.tsv"), dir + "/label.tsv:3: unknown label");
+  write_text(dir + "/utf.tsv", "label\tsentence\n1\t\xFF\n");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/utf.tsv"), dir + "/utf.tsv:2: invalid UTF-8");
+  // A file whose every row is bad has no examples.
+  write_text(dir + "/allbad.tsv", "label\tsentence\n1\n");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/allbad.tsv", skip_opts()), "every row was bad");
+}
+
+TEST(ClassifyRead, AclImdbFolderLayout) {
+  const std::string dir = test::temp_dir("aclimdb");
+  const std::string root = dir + "/aclImdb";
+  write_text(root + "/train/pos/10_9.txt", "A wonderful film.<br />Loved it.\n");
+  write_text(root + "/train/pos/2_8.txt", "Great acting.");
+  write_text(root + "/train/neg/0_1.txt", "Terrible.");
+  write_text(root + "/train/neg/1_2.txt", "Broken \xE2\x82 text");  // invalid UTF-8
+  write_text(root + "/train/unsup/5_0.txt", "ignored");
+  write_text(root + "/train/urls_pos.txt", "not a review");
+  write_text(root + "/test/pos/0_10.txt", "Fine.");
+  write_text(root + "/test/neg/0_4.txt", "Meh.");
+
+  EXPECT_ERROR_MENTIONS(read_classify_data(root + "/train"), "1_2.txt: invalid UTF-8");
+  const ClassifyData d = read_classify_data(root + "/train", skip_opts());
+  EXPECT_EQ(d.format, "aclimdb");
+  EXPECT_TRUE(d.labelled);
+  EXPECT_EQ(d.bad_rows, 1);
+  ASSERT_EQ(d.examples.size(), 3u);
+  EXPECT_EQ(d.examples[0].a, "Terrible.");
+  EXPECT_EQ(d.examples[0].label, "negative");
+  // pos files in numeric id order: 2_8 before 10_9.
+  EXPECT_EQ(d.examples[1].a, "Great acting.");
+  EXPECT_EQ(d.examples[2].a, "A wonderful film. Loved it.");
+  EXPECT_EQ(d.examples[2].label, "positive");
+  EXPECT_EQ(d.examples[2].id, "10_9");
+  EXPECT_NE(d.where(d.examples[2]).find("10_9.txt"), std::string::npos);
+
+  // The root selects the split given in the options.
+  ReadOptions test_split = skip_opts();
+  test_split.split = "test";
+  const ClassifyData t = read_classify_data(root, test_split);
+  ASSERT_EQ(t.examples.size(), 2u);
+  EXPECT_EQ(t.examples[0].a, "Meh.");
+  EXPECT_EQ(read_classify_data(root, skip_opts()).examples.size(), 3u);  // default: train
+  // aclImdb labels map onto a sentiment model's classes.
+  EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"negative", "positive"}));
+  fs::create_directories(dir + "/other/x");
+  EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/other"), "not an aclImdb folder");
+}
+
+TEST(ClassifyRead, SubsetIsEvenlySpread) {
+  const std::string dir = test::temp_dir("subset");
+  std::string text = "text\tlabel\n";
+  for (int i = 0; i < 100; ++i) text += "t" + std::to_string(i) + "\t" + std::to_string(i % 2) + "\n";
+  write_text(dir + "/d.tsv", text);
+  ReadOptions o;
+  o.max_examples = 10;
+  const ClassifyData d = read_classify_data(dir + "/d.tsv", o);
+  ASSERT_EQ(d.examples.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(d.examples[i].a, "t" + std::to_string(i * 10));
+}
+
+TEST(ClassifyLabels, AssignUnknownLabelStopOrSkipAndJsonRoundTrip) {
+  const std::string dir = test::temp_dir("labels");
+  write_text(dir + "/train.tsv", "text\tlabel\na\tcat\nb\tdog\n");
+  write_text(dir + "/dev.tsv", "text\tlabel\nc\tdog\nd\tbird\ne\tcat\n");
+  ClassifyData train = read_classify_data(dir + "/train.tsv");
+  const LabelMap m = build_label_map(train);
+  EXPECT_EQ(assign_labels(train, m, BadRows::stop), (std::vector<int32_t>{0, 1}));
+  ClassifyData dev = read_classify_data(dir + "/dev.tsv");
+  EXPECT_ERROR_MENTIONS(assign_labels(dev, m, BadRows::stop), dir + "/dev.tsv:3: unknown label 'bird'");
+  ClassifyData dev2 = read_classify_data(dir + "/dev.tsv");
+  EXPECT_EQ(assign_labels(dev2, m, BadRows::skip), (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(dev2.bad_rows, 1);
+  EXPECT_EQ(dev2.examples.size(), 2u);
+
+  // A sentiment map accepts the spellings of SST-2 ("0"/"1") and aclImdb ("neg"/"pos").
+  LabelMap s;
+  s.names = {"negative", "positive"};
+  s.aliases = {{"0", "neg"}, {"1", "pos"}};
+  s.positive = 1;
+  const LabelMap r = LabelMap::from_json(s.to_json());
+  EXPECT_EQ(r.names, s.names);
+  EXPECT_EQ(r.find("pos"), 1);
+  EXPECT_EQ(r.find("0"), 0);
+  EXPECT_EQ(r.find("negative"), 0);
+  EXPECT_EQ(r.find("2"), -1);
+  EXPECT_EQ(r.positive, 1);
+  // Only one class in the training data is an error.
+  write_text(dir + "/one.tsv", "text\tlabel\na\tx\nb\tx\n");
+  EXPECT_ERROR_MENTIONS(build_label_map(read_classify_data(dir + "/one.tsv")), "at least two");
+}
+
+TEST(ClassifyInput, AutoDetectsTsvOrLinesPairsAndChunks) {
+  {
+    std::istringstream in("label\tsentence\r\n1\tfirst\r\n0\tsecond\r\n\r\n1\tthird\r\n");
+    TextInput r(in, "stdin", "auto", false, BadRows::stop);
+    ClassifyData c;
+    ASSERT_TRUE(r.next(2, &c));
+    EXPECT_TRUE(r.is_tsv());
+    ASSERT_EQ(c.examples.size(), 2u);
+    EXPECT_EQ(c.examples[0].a, "first");
+    ASSERT_TRUE(r.next(2, &c));
+    ASSERT_EQ(c.examples.size(), 1u);
+    EXPECT_EQ(c.examples[0].a, "third");
+    EXPECT_EQ(c.examples[0].line, 5);
+    EXPECT_FALSE(r.next(2, &c));
+  }
+  {
+    // Plain lines: the first line is a text, not a header.
+    std::istringstream in("a fine day\r\n\r\nanother\tline with a tab\n");
+    TextInput r(in, "stdin", "auto", false, BadRows::stop);
+    ClassifyData c;
+    ASSERT_TRUE(r.next(10, &c));
+    EXPECT_FALSE(r.is_tsv());
+    ASSERT_EQ(c.examples.size(), 2u);
+    EXPECT_EQ(c.examples[0].a, "a fine day");
+    EXPECT_EQ(c.examples[1].a, "another line with a tab");
+  }
+  {
+    // Pairs as A<TAB>B; a line without a tab is a bad row.
+    std::istringstream in("q one\tanswer one\nno tab here\nq two\tanswer two\n");
+    TextInput r(in, "in.txt", "lines", true, BadRows::skip);
+    ClassifyData c;
+    ASSERT_TRUE(r.next(10, &c));
+    ASSERT_EQ(c.examples.size(), 2u);
+    EXPECT_EQ(c.examples[1].b, "answer two");
+    EXPECT_EQ(r.bad_rows(), 1);
+    EXPECT_NE(r.bad_messages()[0].find("in.txt:2: expected two texts"), std::string::npos);
+  }
+  {
+    std::istringstream in("ok\n\xFF\xFE\n");
+    TextInput r(in, "in.txt", "lines", false, BadRows::stop);
+    ClassifyData c;
+    EXPECT_ERROR_MENTIONS(r.next(10, &c), "in.txt:2: invalid UTF-8");
+  }
+  {
+    // A pair header for a single-text model is an error.
+    std::istringstream in("question\tsentence\nA?\tB.\n");
+    TextInput r(in, "in.tsv", "auto", false, BadRows::stop);
+    ClassifyData c;
+    EXPECT_ERROR_MENTIONS(r.next(10, &c), "sentence pairs");
+  }
+  {
+    std::istringstream in("just text\n");
+    TextInput r(in, "in.tsv", "tsv", false, BadRows::stop);
+    ClassifyData c;
+    EXPECT_ERROR_MENTIONS(r.next(10, &c), "not a recognised header");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding and batching
+// ---------------------------------------------------------------------------------------------
+
+std::vector<int32_t> range_ids(int32_t from, int32_t n) {
+  std::vector<int32_t> v(n);
+  for (int32_t i = 0; i < n; ++i) v[i] = from + i;
+  return v;
+}
+
+TEST(ClassifyEncode, SingleAndPairLayout) {
+  const int32_t S = Tokenizer::kCls, E = Tokenizer::kSep;
+  const std::vector<int32_t> a = {10, 11, 12}, b = {20, 21};
+  EXPECT_EQ(encode_tokens(a, nullptr, 16, Truncate::head), (std::vector<int32_t>{S, 10, 11, 12, E}));
+  EXPECT_EQ(encode_tokens(a, &b, 16, Truncate::head),
+            (std::vector<int32_t>{S, 10, 11, 12, E, E, 20, 21, E}));
+  EXPECT_ERROR_MENTIONS(encode_tokens(a, nullptr, 2, Truncate::head), "too small");
+  EXPECT_ERROR_MENTIONS(encode_tokens(a, &b, 5, Truncate::head), "too small");
+}
+
+TEST(ClassifyEncode, TruncationPolicies) {
+  const std::vector<int32_t> ids = range_ids(100, 20);
+  EXPECT_EQ(truncate_tokens(ids, 8, Truncate::head), range_ids(100, 8));
+  EXPECT_EQ(truncate_tokens(ids, 8, Truncate::tail), range_ids(112, 8));
+  std::vector<int32_t> ht = {100, 101};
+  for (int32_t i = 114; i < 120; ++i) ht.push_back(i);
+  EXPECT_EQ(truncate_tokens(ids, 8, Truncate::head_tail), ht);
+  EXPECT_EQ(truncate_tokens(ids, 30, Truncate::tail), ids);  // short enough: unchanged
+  // Through encode_tokens: max_len 10 leaves 8 text tokens.
+  const std::vector<int32_t> enc = encode_tokens(ids, nullptr, 10, Truncate::tail);
+  ASSERT_EQ(enc.size(), 10u);
+  EXPECT_EQ(enc.front(), Tokenizer::kCls);
+  EXPECT_EQ(enc[1], 112);
+  EXPECT_EQ(enc.back(), Tokenizer::kSep);
+  EXPECT_EQ(parse_truncate("head+tail"), Truncate::head_tail);
+  EXPECT_STREQ(to_string(Truncate::head_tail), "head+tail");
+  EXPECT_ERROR_MENTIONS(parse_truncate("middle"), "head, tail or head+tail");
+}
+
+TEST(ClassifyEncode, PairTruncationShortensTheLongerTextFirst) {
+  const std::vector<int32_t> a = range_ids(100, 10), b = range_ids(200, 3);
+  // max_len 12: 8 text tokens; b keeps its 3, a keeps 5 (head).
+  std::vector<int32_t> enc = encode_tokens(a, &b, 12, Truncate::head);
+  ASSERT_EQ(enc.size(), 12u);
+  std::vector<int32_t> want = {Tokenizer::kCls};
+  for (int32_t i = 100; i < 105; ++i) want.push_back(i);
+  want.insert(want.end(), {Tokenizer::kSep, Tokenizer::kSep, 200, 201, 202, Tokenizer::kSep});
+  EXPECT_EQ(enc, want);
+  // Both long: the budget is shared evenly; tail keeps the ends.
+  const std::vector<int32_t> c = range_ids(300, 10);
+  enc = encode_tokens(a, &c, 10, Truncate::tail);
+  EXPECT_EQ(enc, (std::vector<int32_t>{Tokenizer::kCls, 107, 108, 109, Tokenizer::kSep,
+                                        Tokenizer::kSep, 307, 308, 309, Tokenizer::kSep}));
+  EXPECT_EQ(static_cast<int64_t>(encode_tokens(c, &a, 9, Truncate::head).size()), 9);
+}
+
+TEST(ClassifyEncode, PaddedBatchesAndEpochPlans) {
+  const std::vector<std::vector<int32_t>> seqs = {{0, 5, 2}, {0, 5, 6, 7, 2}, {0, 2}};
+  PaddedBatch pb;
+  make_padded_batch(seqs, {0, 1, 2}, 1, 0, &pb);
+  EXPECT_EQ(pb.B, 3);
+  EXPECT_EQ(pb.N, 5);
+  EXPECT_EQ(pb.ids, (std::vector<int32_t>{0, 5, 2, 1, 1, 0, 5, 6, 7, 2, 0, 2, 1, 1, 1}));
+  EXPECT_EQ(pb.mask, (std::vector<float>{1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}));
+  make_padded_batch(seqs, {2}, 1, 8, &pb);  // pad_to
+  EXPECT_EQ(pb.N, 8);
+
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 1000; ++i) lengths.push_back(2 + static_cast<int64_t>(rng_bits(3, 1, i) % 200));
+  for (bool bucket : {false, true}) {
+    const auto plan = epoch_batches(lengths, 16, bucket, 7, 0);
+    std::vector<int64_t> all;
+    for (const auto& b : plan) all.insert(all.end(), b.begin(), b.end());
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(all.size(), 1000u);
+    for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(all[i], i);  // every example once
+    EXPECT_EQ(plan, epoch_batches(lengths, 16, bucket, 7, 0));  // deterministic
+    EXPECT_NE(plan, epoch_batches(lengths, 16, bucket, 7, 1));  // differs per epoch
+  }
+  auto padding = [&](const std::vector<std::vector<int64_t>>& plan) {
+    int64_t pad = 0;
+    for (const auto& b : plan) {
+      int64_t mx = 0;
+      for (int64_t i : b) mx = std::max(mx, lengths[i]);
+      for (int64_t i : b) pad += mx - lengths[i];
+    }
+    return pad;
+  };
+  EXPECT_LT(padding(epoch_batches(lengths, 16, true, 7, 0)) * 5,
+            padding(epoch_batches(lengths, 16, false, 7, 0)));
+  const auto inf = inference_batches(lengths, 100, true);
+  ASSERT_EQ(inf.size(), 10u);
+  for (size_t i = 1; i < inf[0].size(); ++i) EXPECT_GE(lengths[inf[0][i - 1]], lengths[inf[0][i]]);
+}
+
+TEST(ClassifyMetrics, AccuracyF1AndConfusionByHand) {
+  // gold: 1 1 1 0 0 0 0 ; predicted: 1 1 0 1 0 0 0
+  const std::vector<int32_t> gold = {1, 1, 1, 0, 0, 0, 0};
+  const std::vector<int32_t> pred = {1, 1, 0, 1, 0, 0, 0};
+  std::vector<float> probs;
+  for (int32_t p : pred) {
+    probs.push_back(p == 0 ? 0.8f : 0.2f);
+    probs.push_back(p == 1 ? 0.8f : 0.2f);
+  }
+  const ClassifyMetrics m = compute_metrics(probs, gold, 2, 1);
+  EXPECT_EQ(m.count, 7);
+  EXPECT_NEAR(m.accuracy, 5.0 / 7, 1e-12);
+  EXPECT_NEAR(m.precision, 2.0 / 3, 1e-12);
+  EXPECT_NEAR(m.recall, 2.0 / 3, 1e-12);
+  EXPECT_NEAR(m.f1, 2.0 / 3, 1e-12);
+  EXPECT_EQ(m.confusion, (std::vector<std::vector<int64_t>>{{3, 1}, {1, 2}}));
+  EXPECT_NEAR(m.loss, -std::log(0.8) * 5 / 7 - std::log(0.2) * 2 / 7, 1e-6);
+  // Three classes: macro F1.
+  const std::vector<float> p3 = {1, 0, 0, 0, 1, 0, 0, 1, 0};
+  const ClassifyMetrics m3 = compute_metrics(p3, {0, 1, 2}, 3, -1);
+  EXPECT_NEAR(m3.f1, (1.0 + 2.0 / 3 + 0.0) / 3, 1e-12);
+  LabelMap l;
+  l.names = {"a", "b", "c"};
+  l.aliases.resize(3);
+  const json j = m3.to_json(l);
+  EXPECT_EQ(j["f1_kind"], "macro");
+  EXPECT_EQ(j["confusion"][2][1], 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch-independent predictions
+// ---------------------------------------------------------------------------------------------
+
+std::vector<int32_t> random_seq(int64_t len, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> s(len);
+  s[0] = Tokenizer::kCls;
+  for (int64_t t = 1; t + 1 < len; ++t)
+    s[t] = static_cast<int32_t>(Tokenizer::kNumSpecial + rng_bits(seed, 5, t) % (vocab - Tokenizer::kNumSpecial));
+  s[len - 1] = Tokenizer::kSep;
+  return s;
+}
+
+class ClassifyPredict : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ClassifyPredict, ProbabilitiesDoNotDependOnBatchOrPadding) {
+  Config c = test::tiny_config();
+  c.max_len = 32;
+  c.k = {8};
+  const std::string kind = GetParam();
+  if (kind == "standard") c.attention = AttentionKind::standard;
+  if (kind == "linformer-none") c.sharing = Sharing::none;
+  if (kind == "linformer-mean") c.projection = Projection::mean_pool;
+  c.validate();
+  Model model(c);
+  model.init(5);
+  const std::vector<int32_t> text = random_seq(6, c.vocab_size, 1);
+  const std::vector<float> alone = predict_probs(model, {text}, 8);
+  // In a batch with longer texts (padded to 32), in either order and batch size.
+  std::vector<std::vector<int32_t>> batch = {random_seq(32, c.vocab_size, 2), text,
+                                             random_seq(19, c.vocab_size, 3)};
+  for (bool sort : {false, true})
+    for (int64_t bs : {1, 2, 3}) {
+      const std::vector<float> p = predict_probs(model, batch, bs, sort);
+      for (int64_t k = 0; k < c.num_classes; ++k)
+        EXPECT_NEAR(p[1 * c.num_classes + k], alone[k], 1e-5)
+            << kind << " batch size " << bs << " sort " << sort;
+    }
+  double sum = 0;
+  for (float v : alone) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  // Embeddings likewise.
+  std::vector<float> cls1, mean1, cls3, mean3;
+  embed_sequences(model, {text}, 4, &cls1, &mean1);
+  embed_sequences(model, batch, 3, &cls3, &mean3);
+  const int64_t D = c.d_model;
+  for (int64_t j = 0; j < D; ++j) {
+    EXPECT_NEAR(cls3[D + j], cls1[j], 1e-5);
+    EXPECT_NEAR(mean3[D + j], mean1[j], 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, ClassifyPredict,
+                         ::testing::Values("standard", "linformer", "linformer-none",
+                                           "linformer-mean"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Finetuning on a tiny separable data set
+// ---------------------------------------------------------------------------------------------
+
+// Sentences of filler words with exactly one of "good" / "bad": the label.
+std::string separable_tsv(int n, uint64_t seed, bool crlf) {
+  static const std::vector<std::string> filler = {"the", "movie", "was", "very", "and", "plot",
+                                                  "it", "acting", "film", "really"};
+  std::string s = std::string("label\tsentence") + (crlf ? "\r\n" : "\n");
+  for (int i = 0; i < n; ++i) {
+    const int y = static_cast<int>(rng_bits(seed, 1, i) % 2);
+    const int len = 2 + static_cast<int>(rng_bits(seed, 2, i) % 6);
+    const int at = static_cast<int>(rng_bits(seed, 3, i) % (len + 1));
+    std::string text;
+    for (int w = 0; w <= len; ++w) {
+      const std::string word = w == at ? (y ? "good" : "bad")
+                                       : filler[rng_bits(seed, 4, i * 16 + w) % filler.size()];
+      text += (text.empty() ? "" : " ") + word;
+    }
+    s += std::to_string(y) + "\t" + text + (crlf ? "\r\n" : "\n");
+  }
+  return s;
+}
+
+FinetuneOptions tiny_run(const std::string& dir, const std::string& out) {
+  FinetuneOptions o;
+  o.train = dir + "/train.tsv";
+  o.dev = dir + "/dev.tsv";
+  o.out = out;
+  o.sets = {"d_model=32", "n_heads=2", "d_ff=64", "n_layers=2", "max_len=32", "k=8",
+            "sharing=kv", "dropout=0", "attention_dropout=0"};
+  o.vocab_size = 40;
+  o.batch_size = 16;
+  o.epochs = 12;
+  o.optim.lr = 3e-3f;
+  o.seed = 3;
+  o.quiet = true;
+  return o;
+}
+
+class ClassifyTrain : public ::testing::Test {
+ protected:
+  static std::string dir_;
+  static FinetuneResult result_;
+  static void SetUpTestSuite() {
+    namespace fs = std::filesystem;
+    dir_ = (fs::temp_directory_path() / "lf_test_ClassifyTrain").string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    write_text(dir_ + "/train.tsv", separable_tsv(320, 11, true));
+    write_text(dir_ + "/dev.tsv", separable_tsv(64, 12, false));
+    result_ = finetune(tiny_run(dir_, dir_ + "/run"), false);
+  }
+};
+std::string ClassifyTrain::dir_;
+FinetuneResult ClassifyTrain::result_;
+
+TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
+  EXPECT_EQ(result_.best_metric, 1.0) << "best dev accuracy " << result_.best_metric;
+  EXPECT_EQ(result_.steps_done, result_.total_steps);
+  EXPECT_EQ(result_.total_steps, 20 * 12);
+  EXPECT_LT(result_.seconds, 30.0);
+  for (const char* f : {"best/config.json", "best/model.safetensors", "best/tokenizer.model",
+                        "best/labels.json", "best/eval.json", "model/model.safetensors",
+                        "labels.json", "train_args.json", "metrics.jsonl", "loss.svg",
+                        "checkpoints/latest"})
+    EXPECT_TRUE(fs::exists(dir_ + "/run/" + f)) << f;
+  // The saved best model reproduces its dev accuracy and names its labels.
+  ClassifierBundle cb = load_classifier(dir_ + "/run/best", true);
+  EXPECT_EQ(cb.labels.names, (std::vector<std::string>{"negative", "positive"}));
+  EXPECT_EQ(cb.task.max_len, 32);
+  EXPECT_EQ(cb.model->config().num_classes, 2);
+  ClassifyData dev = read_classify_data(dir_ + "/dev.tsv");
+  const std::vector<int32_t> gold = assign_labels(dev, cb.labels, BadRows::stop);
+  const auto seqs = encode_all(*cb.tokenizer, dev, cb.task.max_len, cb.task.truncate);
+  const ClassifyMetrics m =
+      compute_metrics(predict_probs(*cb.model, seqs, 7), gold, 2, cb.labels.positive);
+  EXPECT_EQ(m.accuracy, 1.0);
+  // The metrics log has train and dev records for every epoch.
+  int dev_records = 0;
+  std::ifstream in(dir_ + "/run/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) dev_records += json::parse(line)["split"] == "dev";
+  EXPECT_EQ(dev_records, 12);
+}
+
+TEST_F(ClassifyTrain, ResumeAfterStopIsExact) {
+  // Same run, stopped after 30 steps, then resumed: the final weights are identical.
+  FinetuneOptions o = tiny_run(dir_, dir_ + "/resumed");
+  o.stop_after = 30;
+  const FinetuneResult first = finetune(o, false);
+  EXPECT_EQ(first.steps_done, 30);
+  EXPECT_FALSE(fs::exists(dir_ + "/resumed/model"));
+  FinetuneOptions r;
+  r.out = dir_ + "/resumed";
+  r.quiet = true;
+  const FinetuneResult second = finetune(r, true);
+  EXPECT_EQ(second.steps_done, second.total_steps);
+  SafeTensorsReader a(dir_ + "/run/model/model.safetensors");
+  SafeTensorsReader b(dir_ + "/resumed/model/model.safetensors");
+  for (const std::string& name : a.names()) {
+    const std::vector<float> x = a.read_f32(name), y = b.read_f32(name);
+    ASSERT_EQ(x.size(), y.size()) << name;
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << name << "[" << i << "]";
+  }
+  EXPECT_EQ(second.best_metric, result_.best_metric);
+}
+
+TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {
+  // The finetuned folder serves as a "pretrained" model for a 3-class task.
+  write_text(dir_ + "/three.tsv", "text\tlabel\ngood film\ta\nbad film\tb\nthe plot\tc\n"
+                                  "good plot\ta\nbad plot\tb\nthe film\tc\n");
+  FinetuneOptions o;
+  o.train = dir_ + "/three.tsv";
+  o.out = dir_ + "/three";
+  o.init_from = dir_ + "/run/best";
+  o.epochs = 1;
+  o.batch_size = 4;
+  o.quiet = true;
+  const FinetuneResult r = finetune(o, false);
+  EXPECT_EQ(r.best_metric, -1);  // no dev set
+  ClassifierBundle cb = load_classifier(dir_ + "/three/best", true);
+  EXPECT_EQ(cb.model->config().num_classes, 3);
+  EXPECT_EQ(cb.labels.names, (std::vector<std::string>{"a", "b", "c"}));
+  // The encoder came from the pretrained folder (before one epoch changed it a little).
+  ClassifierBundle src = load_classifier(dir_ + "/run/best", true);
+  const float* w0 = src.model->param("roberta.embeddings.word_embeddings.weight");
+  const float* w1 = cb.model->param("roberta.embeddings.word_embeddings.weight");
+  const size_t n = src.model->find("roberta.embeddings.word_embeddings.weight")->numel;
+  EXPECT_LT(test::rel_error(w1, w0, n), 0.2);
+  // --max-len beyond the model's max_len is refused.
+  o.out = dir_ + "/toolong";
+  o.max_len = 64;
+  EXPECT_ERROR_MENTIONS(finetune(o, false), "exceeds the model's max_len");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command line: evaluate, predict, embed on the trained model
+// ---------------------------------------------------------------------------------------------
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+Run run_cli(const std::string& dir, const std::string& args, const std::string& stdin_text = "") {
+  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
+  std::string cmd = "'" + bin + "' " + args + " > '" + dir + "/out.txt' 2> '" + dir + "/err.txt'";
+  if (!stdin_text.empty()) {
+    write_text(dir + "/stdin.txt", stdin_text);
+    cmd += " < '" + dir + "/stdin.txt'";
+  }
+  const int st = std::system(cmd.c_str());
+  Run r;
+  r.code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = read_file(dir + "/out.txt");
+  r.err = read_file(dir + "/err.txt");
+  return r;
+}
+
+TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
+  const std::string dir = test::temp_dir("cli");
+  const std::string model = dir_ + "/run/best";
+  Run r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["accuracy"], 1.0);
+  EXPECT_EQ(j["f1"], 1.0);
+  EXPECT_EQ(j["count"], 64);
+  EXPECT_EQ(j["confusion"].size(), 2u);
+  EXPECT_NE(r.err.find("true\\pred"), std::string::npos) << r.err;
+  r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --json " + dir +
+                       "/eval.json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(read_file(dir + "/eval.json"))["accuracy"], 1.0);
+
+  // predict from stdin (plain lines) keeps the input order.
+  r = run_cli(dir, "predict --model " + model + " --batch-size 2",
+              "the movie was good\nbad plot and acting really\nit was very good film\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<std::string> labels;
+  std::string line;
+  while (std::getline(lines, line)) {
+    const json p = json::parse(line);
+    labels.push_back(p["label"]);
+    EXPECT_NEAR(p["probs"]["negative"].get<double>() + p["probs"]["positive"].get<double>(), 1.0, 1e-5);
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"positive", "negative", "positive"}));
+  // predict from a TSV file with an id column.
+  write_text(dir + "/test.tsv", "index\tsentence\n17\tbad film\n18\tgood film\n");
+  r = run_cli(dir, "predict --model " + model + " --input " + dir + "/test.tsv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("{\"id\":\"17\",\"label\":\"negative\""), std::string::npos) << r.out;
+
+  // embed: JSON lines and safetensors.
+  r = run_cli(dir, "embed --model " + model + " --pool both", "good film\nbad film\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json e = json::parse(r.out.substr(0, r.out.find('\n')));
+  EXPECT_EQ(e["cls"].size(), 32u);
+  EXPECT_EQ(e["mean"].size(), 32u);
+  r = run_cli(dir, "embed --model " + model + " --input " + dir + "/test.tsv --out " + dir +
+                       "/e.safetensors --pool mean");
+  ASSERT_EQ(r.code, 0) << r.err;
+  SafeTensorsReader st(dir + "/e.safetensors");
+  std::vector<int64_t> shape;
+  st.read_f32("mean", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{2, 32}));
+  EXPECT_FALSE(st.has("cls"));
+
+  // Errors name the problem.
+  write_text(dir + "/bad.tsv", "label\tsentence\n1\tgood\n5\tbad\n");
+  r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(dir + "/bad.tsv:3"), std::string::npos) << r.err;
+  r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv --bad-rows skip");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("skipped 1 bad row"), std::string::npos) << r.err;
+  r = run_cli(dir, "predict --model " + dir_ + "/nope");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
+  r = run_cli(dir, "finetune --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* w : {"--init-from", "--train", "--dev", "--bad-rows", "--truncate", "--max-len",
+                        "--epochs", "--resume", "head+tail"})
+    EXPECT_NE(r.out.find(w), std::string::npos) << w;
+}
+
+}  // namespace
+}  // namespace lf
