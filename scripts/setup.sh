@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (only those missing).
-# Usage: scripts/setup.sh [--test | --demo]
+# Usage: scripts/setup.sh [--test | --demo | --bench]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev
       libcli11-dev libgtest-dev libsentencepiece-dev libeigen3-dev)
 if [[ "${1:-}" == "--demo" ]] && ! command -v npm >/dev/null; then
   pkgs+=(npm)
+fi
+if [[ "${1:-}" == "--bench" ]]; then
+  # PyTorch for the peer comparison, with OpenBLAS's threaded build (Debian's default BLAS is
+  # the slow reference one, which would make the comparison meaningless).
+  pkgs+=(python3-torch python3-numpy libopenblas0-pthread)
 fi
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3-torch python3-numpy)

@@ -2,6 +2,7 @@
 // checks, the tokenizer, packing, the token cache, MLM masking, the learning-rate schedule,
 // AdamW and gradient clipping.
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <algorithm>
@@ -227,6 +228,48 @@ std::string train_tokenizer(const std::string& dir, const std::string& type, int
   return path;
 }
 
+// The model type stored in a SentencePiece model file (TrainerSpec.model_type: 1 unigram,
+// 2 bpe), read from the serialized ModelProto with a minimal protobuf walk (no .pb.h is
+// installed): ModelProto field 2 is trainer_spec, TrainerSpec field 3 is model_type.
+int proto_field_varint(const std::string& msg, int want_field, int want_sub_field) {
+  size_t i = 0;
+  auto varint = [&](const std::string& b, size_t& k) {
+    uint64_t v = 0;
+    for (int shift = 0; k < b.size(); shift += 7) {
+      const unsigned char c = static_cast<unsigned char>(b[k++]);
+      v |= static_cast<uint64_t>(c & 0x7F) << shift;
+      if (!(c & 0x80)) break;
+    }
+    return v;
+  };
+  while (i < msg.size()) {
+    const uint64_t tag = varint(msg, i);
+    const int field = static_cast<int>(tag >> 3), wire = static_cast<int>(tag & 7);
+    if (wire == 0) {
+      const uint64_t v = varint(msg, i);
+      if (field == want_field && want_sub_field < 0) return static_cast<int>(v);
+    } else if (wire == 1) {
+      i += 8;
+    } else if (wire == 5) {
+      i += 4;
+    } else if (wire == 2) {
+      const uint64_t len = varint(msg, i);
+      if (field == want_field && want_sub_field >= 0)
+        return proto_field_varint(msg.substr(i, len), want_sub_field, -1);
+      i += len;
+    } else {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+int model_type_of(const std::string& path) {
+  sentencepiece::SentencePieceProcessor sp;
+  EXPECT_TRUE(sp.Load(path).ok());
+  return proto_field_varint(sp.serialized_model_proto(), 2, 3);
+}
+
 void check_tokenizer(const std::string& path, int64_t vocab) {
   Tokenizer tok(path);
   EXPECT_EQ(tok.vocab_size(), vocab);
@@ -262,20 +305,25 @@ void check_tokenizer(const std::string& path, int64_t vocab) {
 
 TEST(Tokenizer, UnigramSpecialIdsRoundTripVocabSize) {
   const std::string d = test::temp_dir("t");
-  check_tokenizer(train_tokenizer(d, "unigram", 150), 150);
+  const std::string path = train_tokenizer(d, "unigram", 150);
+  check_tokenizer(path, 150);
+  EXPECT_EQ(model_type_of(path), 1) << "not a unigram model";
 }
 
 TEST(Tokenizer, BpeSpecialIdsRoundTripVocabSize) {
   const std::string d = test::temp_dir("t");
-  check_tokenizer(train_tokenizer(d, "bpe", 150), 150);
+  const std::string path = train_tokenizer(d, "bpe", 150);
+  check_tokenizer(path, 150);
+  EXPECT_EQ(model_type_of(path), 2) << "not a BPE model";
 }
 
 TEST(Tokenizer, DecodeDropsSpecialIds) {
   const std::string d = test::temp_dir("t");
   Tokenizer tok(train_tokenizer(d, "unigram", 150));
   const std::string text = "The old man walked to the river.";
-  std::vector<int32_t> ids = {Tokenizer::kCls};
+  std::vector<int32_t> ids = {Tokenizer::kCls, Tokenizer::kMask};
   for (int32_t id : tok.encode(text)) ids.push_back(id);
+  ids.push_back(Tokenizer::kUnk);
   ids.push_back(Tokenizer::kSep);
   ids.push_back(Tokenizer::kPad);
   ids.push_back(Tokenizer::kPad);
@@ -434,17 +482,20 @@ TEST(MlmTokenCache, BuildWritesReusesAndRebuildsOnChange) {
     EXPECT_EQ(s2.size(), s1.size());
   }
 
-  // A changed corpus file (one more line: new size and mtime) gives a new cache.
+  // A changed corpus file (one more line) gives a new cache, even with its old mtime restored
+  // (size alone differs).
+  const auto b_time = fs::last_write_time(d + "/data/b.txt");
   write_text(d + "/data/b.txt", join_lines(b) + "One more line.\n");
+  fs::last_write_time(d + "/data/b.txt", b_time);
   const TokenStream s3 = TokenStream::build(files, tok, d + "/cache", false);
   EXPECT_NE(s3.path(), first_path);
   EXPECT_EQ(s3.size(), s1.size() + static_cast<int64_t>(tok.encode("One more line.").size()) + 1);
 
-  // Same size, different mtime: also a new cache (the content may have changed).
-  std::string same_size = join_lines(b) + "One more line!\n";
-  write_text(d + "/data/b.txt", same_size);
-  fs::last_write_time(d + "/data/b.txt",
-                      fs::last_write_time(d + "/data/b.txt") + std::chrono::seconds(5));
+  // Same size, mtime one whole second later (same sub-second part): also a new cache (the
+  // content may have changed).
+  const auto s3_time = fs::last_write_time(d + "/data/b.txt");
+  write_text(d + "/data/b.txt", join_lines(b) + "One more line!\n");
+  fs::last_write_time(d + "/data/b.txt", s3_time + std::chrono::seconds(1));
   const TokenStream s4 = TokenStream::build(files, tok, d + "/cache", false);
   EXPECT_NE(s4.path(), s3.path());
   EXPECT_NE(s4.path(), first_path);

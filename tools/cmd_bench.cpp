@@ -49,7 +49,7 @@ struct Opts {
   int reps = 3;
   double max_run_seconds = 900;
   bool quick = false, json_out = false, no_fork = false;
-  std::string out_dir;
+  std::string out_dir, from_json;
   uint64_t seed = 1;
 };
 
@@ -223,8 +223,8 @@ std::string cell(const json* base, const json* lin, const std::string& base_name
   if (!fits(lin)) return "Linformer does not fit";
   if (!base) return "n/a";
   if (!fits(base))
-    return base_name + " does not fit batch 1 (needs " +
-           gib(base->value("bytes_batch1", 0.0)) + " GiB)";
+    return base_name + " does not fit (" + gib(base->value("bytes_batch1", 0.0)) +
+           " GiB at batch 1)";
   if (what == "memory")
     return fmt("%.1fx", lin->value("max_batch", 1.0) / base->value("max_batch", 1.0));
   if (!ok(base)) return base_name + " " + base->value("status", "?");
@@ -339,7 +339,7 @@ void write_plots(const std::string& dir, const std::vector<json>& runs,
         t.y.push_back(1e3 * r.value("seconds_per_sequence", 0.0));
       }
       m.x.push_back(n);
-      m.y.push_back(r.value("bytes_per_sequence", 0.0) / (1024.0 * 1024.0));
+      m.y.push_back(r.value("activation_bytes_batch1", 0.0) / (1024.0 * 1024.0));
     }
     if (!t.x.empty()) time.push_back(t);
     if (!m.x.empty()) mem.push_back(m);
@@ -353,8 +353,8 @@ void write_plots(const std::string& dir, const std::vector<json>& runs,
   po.title = "Inference time per sequence";
   po.y_label = "ms per sequence";
   write_svg_line_plot(dir + "/bench_time.svg", time, po);
-  po.title = "Activation memory per sequence (engine accounting)";
-  po.y_label = "MiB per sequence";
+  po.title = "Activations + scratch of a batch of 1 (engine accounting)";
+  po.y_label = "MiB at batch 1";
   write_svg_line_plot(dir + "/bench_memory.svg", mem, po);
 }
 
@@ -401,6 +401,9 @@ void add_bench(CLI::App& app) {
                 "Run every configuration in this process (peak RSS is then process-wide)");
   cmd->add_option("--out-dir", o->out_dir, "Folder for bench.md/.csv/.json and the SVG plots");
   cmd->add_option("--seed", o->seed, "Seed of weights and token ids")->capture_default_str();
+  cmd->add_option("--from-json", o->from_json,
+                  "Run nothing: rewrite the markdown/CSV/plots from an earlier bench.json")
+      ->check(CLI::ExistingFile);
   auto* layers_opt = cmd->get_option("--layers");
   cmd->callback([o, layers_opt] {
     Opts& opt = *o;
@@ -418,6 +421,33 @@ void add_bench(CLI::App& app) {
     for (int64_t k : opt.ks) LF_CHECK(k > 0, "bench: --k values must be positive");
     LF_CHECK(opt.layers > 0 && opt.d_model % opt.heads == 0,
              "bench: need --layers > 0 and --d-model divisible by --heads");
+    if (!opt.from_json.empty()) {
+      const json doc = json::parse(read_file(opt.from_json));
+      const json& meta = doc.at("meta");
+      std::vector<json> runs(doc.at("runs").begin(), doc.at("runs").end());
+      opt.layers = meta.value("layers", opt.layers);
+      opt.d_model = meta.value("d_model", opt.d_model);
+      opt.heads = meta.value("heads", opt.heads);
+      opt.d_ff = meta.value("d_ff", opt.d_ff);
+      opt.vocab = meta.value("vocab", opt.vocab);
+      opt.batch_tokens = meta.value("batch_tokens", opt.batch_tokens);
+      opt.at_max_batch = meta.value("at_max_batch", false);
+      std::set<int64_t> ns, ks;
+      for (const json& r : runs) {
+        ns.insert(r.value("n", int64_t(0)));
+        if (r.contains("k") && !r["k"].is_null()) ks.insert(r["k"].get<int64_t>());
+      }
+      const std::vector<int64_t> nv(ns.begin(), ns.end()), kv(ks.begin(), ks.end());
+      const std::string md = markdown(runs, meta, opt, nv, kv);
+      if (!opt.out_dir.empty()) {
+        std::filesystem::create_directories(opt.out_dir);
+        write_file_atomic(opt.out_dir + "/bench.md", md);
+        write_csv(opt.out_dir + "/bench.csv", runs);
+        write_plots(opt.out_dir, runs, kv);
+      }
+      std::printf("%s", md.c_str());
+      return;
+    }
     const size_t ram = bench::mem_total_bytes();
     double budget = opt.budget_gib > 0 ? opt.budget_gib * kGiB : 16.0 * kGiB;
     if (opt.budget_gib <= 0 && ram > 0) budget = std::min(budget, 0.7 * static_cast<double>(ram));

@@ -36,7 +36,7 @@ void add_embed(CLI::App& app) {
   struct Opts {
     std::string model, input = "-", out, format = "auto", pool = "cls", bad_rows = "stop";
     int64_t max_len = 0, batch_size = 32, chunk = 4096;
-    bool pairs = false;
+    bool pairs = false, lowercase = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "Model folder with tokenizer.model")->required();
@@ -51,6 +51,8 @@ void add_embed(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--pairs", o->pairs,
                 "Inputs are sentence pairs (default: as the model was finetuned; else single texts)");
+  cmd->add_flag("--lowercase", o->lowercase,
+                "Lowercase ASCII letters first (default: as the model was finetuned)");
   cmd->add_option("--bad-rows", o->bad_rows, "stop at the first bad row, or skip it")
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
@@ -86,7 +88,8 @@ void add_embed(CLI::App& app) {
     std::vector<float> all_cls, all_mean, cls, mean;
     int64_t count = 0;
     while (reader.next(static_cast<size_t>(std::max<int64_t>(o->chunk, 1)), &chunk)) {
-      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate);
+      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate,
+                               cb.task.lowercase || o->lowercase);
       embed_sequences(*cb.model, seqs, o->batch_size, want_cls ? &cls : nullptr,
                       want_mean ? &mean : nullptr);
       const int64_t n = static_cast<int64_t>(seqs.size());

@@ -59,7 +59,8 @@ void add_evaluate(CLI::App& app) {
     LF_CHECK(d.pairs == cb.task.pairs, o->data, " holds ", d.pairs ? "sentence pairs" : "single texts",
              " but the model was trained on ", cb.task.pairs ? "sentence pairs" : "single texts");
     const std::vector<int32_t> gold = assign_labels(d, cb.labels, ro.bad_rows);
-    const auto seqs = encode_all(*cb.tokenizer, d, max_len, cb.task.truncate);
+    const auto seqs = encode_all(*cb.tokenizer, d, max_len, cb.task.truncate,
+                               cb.task.lowercase);
     const std::vector<float> probs = predict_probs(*cb.model, seqs, o->batch_size, true);
     const ClassifyMetrics m = compute_metrics(probs, gold, cb.labels.size(), cb.labels.positive);
     nlohmann::json j = m.to_json(cb.labels);

@@ -58,6 +58,10 @@ void add_finetune(CLI::App& app) {
       ->check(CLI::IsMember({"head", "tail", "head+tail"}))
       ->capture_default_str()
       ->group("Data");
+  cmd->add_flag("--lowercase", o->lowercase,
+                "Lowercase ASCII letters before tokenizing (for an uncased tokenizer, e.g. one "
+                "pretrained on lowercased text); recorded for evaluate/predict/embed")
+      ->group("Data");
   cmd->add_flag("--pad-to-max", o->pad_to_max,
                 "Pad every batch to --max-len (default: to the longest sequence in the batch)")
       ->group("Data");
@@ -74,8 +78,10 @@ void add_finetune(CLI::App& app) {
       ->group("Model");
   cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
       ->group("Model");
-  cmd->add_option("--set", o->sets, "From scratch: KEY=VALUE configuration override "
-                                    "(repeatable), e.g. --set max_len=1024 --set attention=standard")
+  cmd->add_option("--set", o->sets, "KEY=VALUE configuration override (repeatable), e.g. --set "
+                                    "max_len=1024 --set attention=standard; with --init-from only "
+                                    "keys that keep the pretrained tensor shapes (attention, k, "
+                                    "sharing, dropout, ...)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
       ->group("Model");
@@ -146,9 +152,10 @@ void add_finetune(CLI::App& app) {
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "training data is required");
-    if (!o->init_from.empty() && (!o->config.empty() || !o->sets.empty()))
+    if (!o->init_from.empty() && !o->config.empty())
       throw CLI::ValidationError("--init-from", "the pretrained folder's config is used; "
-                                                "--config/--set apply to training from scratch");
+                                                "--config applies to training from scratch "
+                                                "(--set may still override keys)");
     FinetuneResult r = finetune(*o, *resume);
     std::printf("finetune: %lld/%lld steps in %s, %.1f examples/s, activations %.1f MB",
                 static_cast<long long>(r.steps_done), static_cast<long long>(r.total_steps),

@@ -66,7 +66,8 @@ void add_predict(CLI::App& app) {
     const int64_t C = cb.labels.size();
     int64_t count = 0;
     while (reader.next(static_cast<size_t>(std::max<int64_t>(o->chunk, 1)), &chunk)) {
-      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate);
+      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate,
+                               cb.task.lowercase);
       const std::vector<float> probs = predict_probs(*cb.model, seqs, o->batch_size, true);
       for (size_t i = 0; i < seqs.size(); ++i) {
         const float* p = probs.data() + i * C;

@@ -16,7 +16,7 @@ void add_spectrum(CLI::App& app) {
       "Johnson-Lindenstrauss projection P R^T R of width k (Theorem 1).\n"
       "The text is tokenised with the model folder's tokenizer.model and packed into sequences of\n"
       "n tokens as in pretraining; dropout is off. Writes into --out: spectrum.csv,\n"
-      "spectrum_layers.csv, share.csv, spectrum.json, spectrum_cumulative.svg,\n"
+      "spectrum_layers.csv, share.csv, spectrum.json, spectrum_cumulative.svg (and _logx.svg),\n"
       "spectrum_share_heatmap.svg, and lowrank.csv, lowrank.json, lowrank_error.svg.");
   auto o = std::make_shared<analysis::SpectrumOptions>();
   auto no_lowrank = std::make_shared<bool>(false);

@@ -1,3 +1,6 @@
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet transposes
+// (_mm512_undefined_*), inlined into this file; it is not about this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "analysis/spectrum.h"
 
 #include <Eigen/SVD>

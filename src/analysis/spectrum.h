@@ -1,6 +1,12 @@
 // Spectral analysis of attention matrices (the paper's Figure 1 and Theorem 1, measured).
 // Singular value decompositions come from Eigen (BDCSVD); nothing here is a hand-written SVD.
 #pragma once
+// Eigen runs single-threaded here: the analysis parallelises over matrices itself, and Eigen's
+// own OpenMP GEMM threads are very slow on an oversubscribed machine. Include this header
+// before any Eigen header.
+#ifndef EIGEN_DONT_PARALLELIZE
+#define EIGEN_DONT_PARALLELIZE
+#endif
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>

@@ -1,3 +1,6 @@
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet transposes
+// (_mm512_undefined_*), inlined into this file; it is not about this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "analysis/spectrum_run.h"
 
 #include <omp.h>
@@ -55,9 +58,9 @@ Mat head_projection(const float* X, const float* W, const float* bias, int64_t b
   Eigen::Map<const RowMat> x(X + b * N * D, N, D);
   Eigen::Map<const RowMat> w(W + h * Dh * D, Dh, D);  // rows h*Dh .. of W [D_out, D_in]
   Eigen::Map<const Eigen::VectorXf> bb(bias + h * Dh, Dh);
-  Eigen::MatrixXf y = x * w.transpose();
-  y.rowwise() += bb.transpose();
-  return y.cast<double>();
+  Mat y = x.cast<double>() * w.cast<double>().transpose();
+  y.rowwise() += bb.cast<double>().transpose();
+  return y;
 }
 
 std::string fmt(double v, int prec = 6) {
@@ -483,6 +486,8 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   po.x_label = "singular value index";
   po.y_label = "cumulative share";
   write_svg_line_plot(path("spectrum_cumulative.svg"), curves, po);
+  po.log_x = true;  // the same curves with the first values spread out
+  write_svg_line_plot(path("spectrum_cumulative_logx.svg"), curves, po);
 
   HeatmapOptions ho;
   ho.title = "Share of the first " + std::to_string(k_ref) + " of " + std::to_string(rank) +

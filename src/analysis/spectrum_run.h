@@ -53,7 +53,8 @@ struct SpectrumResult {
 };
 
 // Runs the analysis and writes into opt.out: spectrum.csv, spectrum_layers.csv, share.csv,
-// spectrum.json, spectrum_cumulative.svg, spectrum_share_heatmap.svg, and (low-rank check)
+// spectrum.json, spectrum_cumulative.svg (also with a log x axis: spectrum_cumulative_logx.svg),
+// spectrum_share_heatmap.svg, and (low-rank check)
 // lowrank.csv, lowrank.json, lowrank_error.svg.
 SpectrumResult run_spectrum(const SpectrumOptions& opt);
 

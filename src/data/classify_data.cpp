@@ -488,15 +488,17 @@ std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vec
 }
 
 std::vector<int32_t> encode_example(const Tokenizer& tok, const std::string& a,
-                                    const std::string& b, bool pair, int64_t max_len, Truncate t) {
-  const std::vector<int32_t> ta = tok.encode(a);
+                                    const std::string& b, bool pair, int64_t max_len, Truncate t,
+                                    bool lowercase) {
+  auto prep = [&](const std::string& s) { return lowercase ? lower(s) : s; };
+  const std::vector<int32_t> ta = tok.encode(prep(a));
   if (!pair) return encode_tokens(ta, nullptr, max_len, t);
-  const std::vector<int32_t> tb = tok.encode(b);
+  const std::vector<int32_t> tb = tok.encode(prep(b));
   return encode_tokens(ta, &tb, max_len, t);
 }
 
 std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const ClassifyData& data,
-                                             int64_t max_len, Truncate t) {
+                                             int64_t max_len, Truncate t, bool lowercase) {
   const int64_t n = static_cast<int64_t>(data.examples.size());
   std::vector<std::vector<int32_t>> out(n);
   std::mutex mu;
@@ -505,7 +507,7 @@ std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const Classif
     try {
       for (int64_t i = i0; i < i1; ++i) {
         const ClassifyExample& e = data.examples[i];
-        out[i] = encode_example(tok, e.a, e.b, data.pairs, max_len, t);
+        out[i] = encode_example(tok, e.a, e.b, data.pairs, max_len, t, lowercase);
       }
     } catch (const std::exception& ex) {
       std::lock_guard<std::mutex> g(mu);

@@ -151,12 +151,15 @@ std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& ids, int64_t bu
 // shared as evenly as the lengths allow), each text cut by the policy.
 std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vector<int32_t>* b,
                                    int64_t max_len, Truncate t);
+// lowercase: ASCII letters are lowercased first (for an uncased tokenizer, e.g. one trained on
+// lowercased text such as PTB).
 std::vector<int32_t> encode_example(const Tokenizer& tok, const std::string& a,
-                                    const std::string& b, bool pair, int64_t max_len, Truncate t);
+                                    const std::string& b, bool pair, int64_t max_len, Truncate t,
+                                    bool lowercase = false);
 
 // Encodes every example (in parallel); seqs[i] belongs to data.examples[i].
 std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const ClassifyData& data,
-                                             int64_t max_len, Truncate t);
+                                             int64_t max_len, Truncate t, bool lowercase = false);
 
 // A padded batch: ids and mask [B, N], N = the longest sequence (or pad_to when larger).
 struct PaddedBatch {

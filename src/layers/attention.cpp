@@ -261,11 +261,15 @@ void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const f
       lda = N;
     }
     if (em) {
-      for (int64_t j = 0; j < K; ++j) {
-        float s = 0.f;
-        for (int64_t t = 0; t < N; ++t) s += A[j * lda + t];
-        em[b * K + j] = s;
-      }
+      parallel_for(0, K, 8, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* a = A + j * lda;
+          float s = 0.f;
+#pragma omp simd reduction(+ : s)
+          for (int64_t t = 0; t < N; ++t) s += a[t];
+          em[b * K + j] = s;
+        }
+      });
     }
     gemm(false, false, K, C, N, 1.f, A, lda, x + b * N * ldx, ldx, 0.f, out + b * K * ldo, ldo);
   }

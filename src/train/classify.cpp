@@ -21,7 +21,8 @@ json task_to_json(const TaskInfo& t) {
               {"pairs", t.pairs},
               {"max_len", t.max_len},
               {"truncate", to_string(t.truncate)},
-              {"metric", t.metric}};
+              {"metric", t.metric},
+              {"lowercase", t.lowercase}};
 }
 
 TaskInfo task_from_json(const json& j) {
@@ -31,6 +32,7 @@ TaskInfo task_from_json(const json& j) {
   t.max_len = j.value("max_len", int64_t{0});
   t.truncate = parse_truncate(j.value("truncate", std::string("head")));
   t.metric = j.value("metric", std::string("accuracy"));
+  t.lowercase = j.value("lowercase", false);
   return t;
 }
 

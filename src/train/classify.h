@@ -21,6 +21,7 @@ struct TaskInfo {
   int64_t max_len = 0;         // tokens per example (<= the model's max_len)
   Truncate truncate = Truncate::head;
   std::string metric = "accuracy";  // what selected the best checkpoint: accuracy or f1
+  bool lowercase = false;           // ASCII-lowercase texts before tokenizing
 };
 
 // A model folder ready for inference: config.json, model.safetensors, tokenizer.model and,

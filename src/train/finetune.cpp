@@ -35,6 +35,7 @@ json FinetuneOptions::to_json() const {
               {"tokenizer_type", tokenizer_type},
               {"max_len", max_len},
               {"truncate", truncate},
+              {"lowercase", lowercase},
               {"pad_to_max", pad_to_max},
               {"bucket", bucket},
               {"bad_rows", bad_rows},
@@ -74,6 +75,7 @@ FinetuneOptions FinetuneOptions::from_json(const json& j) {
   o.tokenizer_type = j.at("tokenizer_type");
   o.max_len = j.at("max_len");
   o.truncate = j.at("truncate");
+  o.lowercase = j.value("lowercase", false);
   o.pad_to_max = j.at("pad_to_max");
   o.bucket = j.at("bucket");
   o.bad_rows = j.at("bad_rows");
@@ -276,9 +278,15 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     } else {
       const std::string corpus = (run / "tokenizer_corpus.txt").string();
       write_file_atomic(corpus, [&](std::ostream& os) {
+        auto put = [&](std::string s) {
+          if (opt.lowercase)
+            for (char& ch : s)
+              if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+          os << s << "\n";
+        };
         for (const ClassifyExample& e : train.examples) {
-          os << e.a << "\n";
-          if (!e.b.empty()) os << e.b << "\n";
+          put(e.a);
+          if (!e.b.empty()) put(e.b);
         }
       });
       say("tokenizer: training %s, %lld pieces, on the %zu training texts\n",
@@ -296,7 +304,9 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   // ---- Model configuration ----
   Config cfg;
   if (!opt.init_from.empty()) {
-    cfg = Config::load((fs::path(opt.init_from) / "config.json").string());
+    // --set may change what has no pretrained tensor shape to match, e.g. attention=linformer
+    // on a standard checkpoint (the projections are then freshly initialised) or dropout.
+    cfg = config_with_overrides((fs::path(opt.init_from) / "config.json").string(), opt.sets);
     LF_CHECK(tok.vocab_size() <= cfg.vocab_size, "the tokenizer has ", tok.vocab_size(),
              " pieces but the model in ", opt.init_from, " only ", cfg.vocab_size);
   } else {
@@ -318,12 +328,14 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   task.max_len = max_len;
   task.truncate = trunc;
   task.metric = metric;
+  task.lowercase = opt.lowercase;
 
   // ---- Encoding ----
   Stopwatch enc_clock;
-  const std::vector<std::vector<int32_t>> train_x = encode_all(tok, train, max_len, trunc);
+  const std::vector<std::vector<int32_t>> train_x =
+      encode_all(tok, train, max_len, trunc, opt.lowercase);
   std::vector<std::vector<int32_t>> dev_x;
-  if (have_dev) dev_x = encode_all(tok, dev, max_len, trunc);
+  if (have_dev) dev_x = encode_all(tok, dev, max_len, trunc, opt.lowercase);
   int64_t cut = 0;
   for (const auto& s : train_x) cut += static_cast<int64_t>(s.size()) == max_len;
   char dev_len[64] = "";

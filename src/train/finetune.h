@@ -24,6 +24,7 @@ struct FinetuneOptions {
   std::string tokenizer_type = "unigram";
   int64_t max_len = 0;             // tokens per example; 0: the model's max_len
   std::string truncate = "head";   // head, tail, head+tail
+  bool lowercase = false;          // ASCII-lowercase texts (for an uncased tokenizer)
   bool pad_to_max = false;         // pad every batch to max_len (else to its longest sequence)
   bool bucket = true;              // sort by length within pools (less padding)
   std::string bad_rows = "stop";   // stop or skip

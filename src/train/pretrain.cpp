@@ -148,6 +148,9 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
              " not found; is ", opt.out, " a pretraining run folder?");
     json saved = json::parse(read_file(args_path.string()));
     opt = PretrainOptions::from_json(saved);
+  } else {
+    LF_CHECK(!fs::exists(args_path) && !fs::exists(run / "checkpoints"), "pretrain: ", opt.out,
+             " already holds a run; continue it with --resume, or choose another --out");
   }
   LF_CHECK(opt.batch_size > 0 && opt.grad_accum > 0 && opt.steps > 0,
            "pretrain: batch size, gradient accumulation and steps must be positive");
@@ -165,9 +168,11 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   // Tokenizer: given, saved in the run, or trained on the training corpus.
   const std::vector<std::string> train_files = list_corpus_files(opt.train);
   const std::string tok_path = (run / "tokenizer.model").string();
-  if (!fs::exists(tok_path)) {
+  // Written under a temporary name and renamed, so a killed run never leaves a torn file.
+  const std::string tok_tmp = (run / "tokenizer.tmp.model").string();
+  if (!resume || !fs::exists(tok_path)) {
     if (!opt.tokenizer.empty()) {
-      fs::copy_file(opt.tokenizer, tok_path, fs::copy_options::overwrite_existing, ec);
+      fs::copy_file(opt.tokenizer, tok_tmp, fs::copy_options::overwrite_existing, ec);
       LF_CHECK(!ec, "cannot copy tokenizer ", opt.tokenizer, ": ", ec.message());
     } else {
       say("tokenizer: training %s, %lld pieces, on %zu file(s)\n", opt.tokenizer_type.c_str(),
@@ -176,8 +181,10 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       to.vocab_size = opt.vocab_size;
       to.model_type = opt.tokenizer_type;
       to.seed = opt.seed;
-      Tokenizer::train(opt.train, tok_path, to);
+      Tokenizer::train(opt.train, tok_tmp, to);
     }
+    fs::rename(tok_tmp, tok_path, ec);
+    LF_CHECK(!ec, "cannot write ", tok_path, ": ", ec.message());
   }
   Tokenizer tok(tok_path);
 
