@@ -8,21 +8,13 @@
 
 #include "core/error.h"
 #include "io/file_util.h"
+#include "io/svg_plot.h"
 
 namespace lf::analysis {
 
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return svg_escape(s); }
 
 std::string num(double v, int decimals) {
   char b[48];

@@ -15,7 +15,9 @@ namespace {
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string esc(const std::string& s) {
+}  // namespace
+
+std::string svg_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     if (c == '<') o += "&lt;";
@@ -25,6 +27,10 @@ std::string esc(const std::string& s) {
   }
   return o;
 }
+
+namespace {
+
+std::string esc(const std::string& s) { return svg_escape(s); }
 
 std::string fmt(double v) {
   char b[32];

@@ -17,6 +17,9 @@ struct PlotOptions {
   int width = 760, height = 460;
 };
 
+// Escapes <, > and & for SVG text.
+std::string svg_escape(const std::string& s);
+
 // Renders the series as an SVG document (axes, ticks, legend).
 std::string svg_line_plot(const std::vector<PlotSeries>& series, const PlotOptions& opt);
 
