@@ -140,7 +140,7 @@ void BM_EncoderLayer(benchmark::State& st) {
   c.k = {kind == 2 ? k : 128};
   Model m(c);
   m.init(1);
-  m.set_streaming_attention(kind == 1);
+  if (kind == 1) m.set_exact_attention(Model::ExactAttention::streaming);
   const int64_t B = std::max<int64_t>(1, 8192 / n);
   std::vector<int32_t> ids(B * n);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng_bits(1, 2, i) % 50265);

@@ -125,29 +125,36 @@ TEST_P(InferencePath, MatchesTrainingForward) {
   const std::vector<float> got_full = run(m, in, false, false);
   EXPECT_LT(test::rel_error(got_full.data(), ref_full.data(), ref_full.size()), 1e-5);
   if (c.cfg.attention == AttentionKind::standard) {
-    m.set_streaming_attention(true);
-    EXPECT_TRUE(m.streaming_attention());
-    const std::vector<float> st = run(m, in, false);
-    EXPECT_LT(test::rel_error(st.data(), ref.data(), ref.size()), 1e-5) << "streaming";
-    const std::vector<float> st_full = run(m, in, false, false);
-    EXPECT_LT(test::rel_error(st_full.data(), ref_full.data(), ref_full.size()), 1e-5)
-        << "streaming, no mask";
-    // Training ignores the option.
-    const std::vector<float> tr = run(m, in, true);
-    EXPECT_EQ(tr, ref);
+    for (auto how : {Model::ExactAttention::streaming, Model::ExactAttention::materialized}) {
+      const char* name = how == Model::ExactAttention::streaming ? "streaming" : "materialized";
+      m.set_exact_attention(how);
+      EXPECT_EQ(m.exact_attention(), how);
+      const std::vector<float> st = run(m, in, false);
+      EXPECT_LT(test::rel_error(st.data(), ref.data(), ref.size()), 1e-5) << name;
+      const std::vector<float> st_full = run(m, in, false, false);
+      EXPECT_LT(test::rel_error(st_full.data(), ref_full.data(), ref_full.size()), 1e-5)
+          << name << ", no mask";
+      // Training ignores the option.
+      const std::vector<float> tr = run(m, in, true);
+      EXPECT_EQ(tr, ref) << name;
+    }
   }
 }
 
 TEST_P(InferencePath, ForwardBytesPredictsTheArena) {
   const Case& c = GetParam();
-  for (bool train : {false, true}) {
-    Model m(c.cfg);
-    randomise(m, 5);
-    const Inputs in = make_inputs(c.cfg, 200);
-    const size_t predicted = m.forward_bytes(in.B, in.N, train, true);
-    run(m, in, train);
-    EXPECT_EQ(m.activation_bytes(), predicted) << (train ? "train" : "inference");
-  }
+  for (bool train : {false, true})
+    for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
+                     Model::ExactAttention::materialized}) {
+      Model m(c.cfg);
+      m.set_exact_attention(how);
+      randomise(m, 5);
+      const Inputs in = make_inputs(c.cfg, 200);
+      const size_t predicted = m.forward_bytes(in.B, in.N, train, true);
+      run(m, in, train);
+      EXPECT_EQ(m.activation_bytes(), predicted)
+          << (train ? "train" : "inference") << " exact=" << static_cast<int>(how);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAttention, InferencePath, ::testing::ValuesIn(cases()),
@@ -159,14 +166,20 @@ TEST(InferenceMemory, LinformerIsLinearAndSmallerThanStandard) {
   c.attention = AttentionKind::standard;
   Model std_(c);
   Model str(c);
-  str.set_streaming_attention(true);
-  // Linformer and streaming grow linearly in N; standard has an N x N tile per thread.
+  str.set_exact_attention(Model::ExactAttention::streaming);
+  Model mat(c);
+  mat.set_exact_attention(Model::ExactAttention::materialized);
+  // Linformer and streaming grow linearly in N; tiled standard has an N x N tile per thread,
+  // materialized standard H N x N matrices per sequence.
   const size_t l1 = lin.forward_bytes(4, 320, false), l2 = lin.forward_bytes(4, 640, false);
   EXPECT_LE(l2, 2 * l1 + 4096);
   const size_t s1 = str.forward_bytes(4, 320, false), s2 = str.forward_bytes(4, 640, false);
   EXPECT_LE(s2, 2 * s1 + 4096);
   EXPECT_LT(l2, s2);
   EXPECT_LT(s2, std_.forward_bytes(4, 640, false));
+  const int64_t H = c.n_heads;
+  EXPECT_GE(mat.forward_bytes(4, 640, false), size_t(4 * H * 640 * 640) * sizeof(float));
+  EXPECT_GT(mat.forward_bytes(4, 640, false), std_.forward_bytes(4, 640, false));
   // Inference never needs the gradient buffer.
   const size_t before = lin.param_bytes();
   const Inputs in = make_inputs(lin.config(), 64);

@@ -87,12 +87,16 @@ class Model {
   // the first training forward or gradient access; inference never allocates it).
   size_t param_bytes() const;
 
-  // Inference option for standard attention: compute it exactly with the streaming (online)
-  // softmax over key blocks, the FlashAttention idea, in O(rows x block) workspace instead of
-  // one N x N score tile per head. Same function (to float rounding); training (train = true)
-  // is unaffected. No effect on Linformer attention. Off by default.
-  void set_streaming_attention(bool on);
-  bool streaming_attention() const;
+  // How inference (train = false) computes standard attention; all three give the same
+  // function (to float rounding), training is unaffected, Linformer attention ignores it.
+  //  tiled (default): per (sequence, head), one N x N score tile per thread.
+  //  streaming: the online softmax over key blocks (the FlashAttention idea), O(rows x block)
+  //    workspace whatever N is.
+  //  materialized: the textbook layout of PyTorch's and fairseq's attention, the paper's
+  //    baseline: the [B, H, N, N] probabilities of the whole batch are held at once.
+  enum class ExactAttention { tiled, streaming, materialized };
+  void set_exact_attention(ExactAttention how);
+  ExactAttention exact_attention() const;
 
  private:
   struct Impl;

@@ -27,7 +27,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
-    float* s = scratch + thread_id() * per_thread;
+    float* s = scratch ? scratch + thread_id() * per_thread : nullptr;  // null: probs, no dropout
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
       const float* qb = q + b * d.N * d.D + h * d.Dh;

@@ -128,8 +128,8 @@ struct Model::Impl : Layout {
   // Activation arena (its layout is the Layout base).
   Arena arena;
   bool have_grad_batch = false;
-  // Inference option: exact attention with the streaming softmax (standard attention only).
-  bool streaming = false;
+  // Inference option: how standard attention is computed (Model::set_exact_attention).
+  Model::ExactAttention exact = Model::ExactAttention::tiled;
 
   // Head workspace.
   Arena head_arena;
@@ -387,7 +387,8 @@ struct Model::Impl : Layout {
   // standard attention also Q and the context), and the rest (Q, attention, output map,
   // LayerNorms, FFN) runs in blocks of `chunk` rows with per-thread workspace. Memory per
   // token: Linformer (shared E) 2 D floats, streaming 4 D, standard 6 D plus one N x N score
-  // tile per thread; the [R,F] FFN activation and the [B,H,N,Lk] probabilities never exist.
+  // tile per thread (tiled) or H N floats (materialized); the [R,F] FFN activation never
+  // exists, nor, except for materialized standard attention, the [B,H,N,Lk] probabilities.
   size_t carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const {
     Carver c{ar};
     Layout Lo;
@@ -397,7 +398,7 @@ struct Model::Impl : Layout {
     for (auto& l : layers) maxK = std::max(maxK, l.K);
     const bool pre = cfg.norm == NormPlacement::pre;
     const Path path = layers.empty() ? Path::standard : layers[0].path;
-    const bool stream = streaming && path == Path::standard;
+    const bool stream = exact == Model::ExactAttention::streaming && path == Path::standard;
     Lo.acts.assign(L, LayerAct{});
     LayerAct& A = Lo.acts[0];
     if (pre) A.ln1 = c.take<float>(R * D);
@@ -408,8 +409,12 @@ struct Model::Impl : Layout {
         if (!stream) {
           A.q = c.take<float>(R * D);
           A.ctx = c.take<float>(R * D);
-          AttnDims d{B, N, N, D, H, cfg.d_head()};
-          Lo.scratch = c.take<float>(attention_scratch_floats(d, false) * T);
+          if (exact == Model::ExactAttention::materialized) {
+            A.probs = c.take<float>(B * H * N * N);
+          } else {
+            AttnDims d{B, N, N, D, H, cfg.d_head()};
+            Lo.scratch = c.take<float>(attention_scratch_floats(d, false) * T);
+          }
         }
         break;
       case Path::project_input: {
@@ -692,9 +697,11 @@ struct Model::Impl : Layout {
         linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
         linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
         kk = A.k, vv = A.v, key_mask = mask;
-        if (!streaming) {  // the textbook algorithm: one full N x N score tile per head
+        if (exact != Model::ExactAttention::streaming) {
+          // The textbook algorithm: full N x N score matrices, one per thread at a time
+          // (tiled) or all of the batch at once (materialized, into A.probs).
           linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D);
-          attention_forward(A.ctx, nullptr, A.q, kk, vv, key_mask, d, scale, 0.f, 0, 0, scratch);
+          attention_forward(A.ctx, A.probs, A.q, kk, vv, key_mask, d, scale, 0.f, 0, 0, scratch);
           ctx_all = A.ctx;
         }
         break;
@@ -732,7 +739,7 @@ struct Model::Impl : Layout {
       }
     }
     const int64_t ch = chunk, nc = (N + ch - 1) / ch;
-    const bool stream = lp.path == Path::standard && streaming;
+    const bool stream = lp.path == Path::standard && exact == Model::ExactAttention::streaming;
     // Row blocks are handed out dynamically: the blocks cost the same, but a core shared with
     // another process must not hold back the whole layer.
     const int64_t items = B * nc;
@@ -1178,7 +1185,7 @@ size_t Model::param_bytes() const {
   for (const auto& s : m.slots) b += (s.eff.size() + s.deff.size()) * sizeof(float);
   return b;
 }
-void Model::set_streaming_attention(bool on) { impl_->streaming = on; }
-bool Model::streaming_attention() const { return impl_->streaming; }
+void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
+Model::ExactAttention Model::exact_attention() const { return impl_->exact; }
 
 }  // namespace lf

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Text classification experiments of docs/results.md: SST-2 and IMDB, standard attention
+# against Linformer with the same budget, from the PTB pretraining runs of
+# experiments/ptb_sweep.sh (runs/ptb/*/model), and IMDB from scratch at n = 512 ... 4096.
+#   experiments/cls_runs.sh [LINFORMER_BINARY]        (default build/linformer)
+# Each run writes runs/cls/NAME/ (metrics.jsonl, best/, eval.json) and runs/cls/NAME.log.
+set -euo pipefail
+LF=${1:-build/linformer}
+DATA=${DATA:-../shared/data}
+PTB=${PTB:-runs/ptb}
+OUT=${OUT:-runs/cls}
+mkdir -p "$OUT"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+run() {  # NAME ARGS...: finetune (skipped when done), then evaluate the best model on dev
+  local name=$1; shift
+  local dev=$1; shift
+  if [ ! -f "$OUT/$name/eval.json" ]; then
+    [ -d "$OUT/$name" ] && rm -rf "${OUT:?}/$name"
+    /usr/bin/time -v "$LF" finetune --out "$OUT/$name" --dev "$dev" "$@" >"$OUT/$name.log" 2>&1
+    "$LF" evaluate --model "$OUT/$name/best" --data "$dev" --json "$OUT/$name/eval.json" \
+      >>"$OUT/$name.log" 2>&1
+  fi
+  echo "$name: $(grep -o '"accuracy": *[0-9.]*' "$OUT/$name/eval.json")" \
+       "peak RSS $(grep 'Maximum resident' "$OUT/$name.log" | awk '{print $6}') KiB"
+}
+
+# SST-2: sentences, max 64 tokens, 2 epochs.
+for m in standard-n512 lin-k128-n512; do
+  run "sst2-$m" "$DATA/sst2/dev.tsv" --init-from "$PTB/$m/model" \
+    --train "$DATA/sst2/train.tsv" --max-len 64 --epochs 2 --batch-size 32 --lr 1e-4
+done
+
+# IMDB at n = 512 from the same pretrained models: 10000 reviews, 1 epoch, head+tail.
+for m in standard-n512 lin-k128-n512; do
+  run "imdb-$m" "$DATA/imdb/val.tsv" --init-from "$PTB/$m/model" --lowercase \
+    --train "$DATA/imdb/train.tsv" --max-train 10000 --max-len 512 --truncate head+tail \
+    --epochs 1 --batch-size 16 --lr 1e-4
+done
+
+# IMDB long documents from scratch (no pretrained model at n = 4096): the same model shape
+# and data at every n; only n (max_len = --max-len) changes.
+for n in 512 1024 2048 4096; do
+  run "imdb-scratch-lin-n$n" "$DATA/imdb/val.tsv" --config configs/small-linformer.json \
+    --set max_len=$n --set k=128 --set sharing=headwise --tokenizer "$PTB/tokenizer.model" \
+    --lowercase --train "$DATA/imdb/train.tsv" --max-train 4000 --max-dev 1000 --max-len $n \
+    --truncate head+tail --epochs 2 --batch-size 16 --lr 3e-4
+done
