@@ -35,29 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-void write_text(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_MENTIONS(stmt, phrase)                                 \
-  do {                                                                      \
-    const std::string msg_ = error_of([&] { stmt; });                       \
-    EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";          \
-    EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
-  } while (0)
+using test::error_of;
+using test::write_text;
 
 ReadOptions skip_opts() {
   ReadOptions o;

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "linformer/config.h"
 
@@ -24,6 +26,33 @@ inline std::string temp_dir(const std::string& tag) {
   fs::create_directories(p);
   return p.string();
 }
+
+// Writes text to path, creating its folder.
+inline void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// The message of the lf::Error thrown by f ("" if none was thrown).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// stmt throws an lf::Error whose message contains phrase.
+#define EXPECT_ERROR_MENTIONS(stmt, phrase)                                 \
+  do {                                                                      \
+    const std::string msg_ = ::lf::test::error_of([&] { stmt; });           \
+    EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";         \
+    EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
+  } while (0)
 
 // A small model shape used across tests.
 inline Config tiny_config() {

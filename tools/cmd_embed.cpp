@@ -1,11 +1,10 @@
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
-#include "core/error.h"
 #include "data/classify_data.h"
 #include "io/safetensors.h"
 #include "train/classify.h"
@@ -63,25 +62,14 @@ void add_embed(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([o] {
     ClassifierBundle cb = load_classifier(o->model, false);
-    const int64_t max_len = o->max_len > 0 ? o->max_len : cb.task.max_len;
-    LF_CHECK(max_len <= cb.model->config().max_len, "--max-len ", max_len,
-             " exceeds the model's max_len ", cb.model->config().max_len);
+    const int64_t max_len = checked_max_len(o->max_len, cb);
     const bool pairs = o->pairs || cb.task.pairs;
     const int64_t D = cb.model->config().d_model;
     const bool want_cls = o->pool != "mean", want_mean = o->pool != "cls";
     const bool st = o->out.size() > 12 && o->out.substr(o->out.size() - 12) == ".safetensors";
     std::ifstream file;
-    std::istream* in = &std::cin;
-    if (o->input != "-") {
-      file.open(o->input, std::ios::binary);
-      LF_CHECK(file, "cannot open --input ", o->input);
-      in = &file;
-    }
-    std::FILE* out = stdout;
-    if (!st && !o->out.empty() && o->out != "-") {
-      out = std::fopen(o->out.c_str(), "w");
-      LF_CHECK(out, "cannot write --out ", o->out);
-    }
+    std::istream* in = open_input(o->input, &file);
+    std::FILE* out = st ? stdout : open_output(o->out, "--out");
     TextInput reader(*in, o->input == "-" ? "stdin" : o->input, o->format, pairs,
                      o->bad_rows == "skip" ? BadRows::skip : BadRows::stop);
     ClassifyData chunk;
@@ -118,10 +106,7 @@ void add_embed(CLI::App& app) {
     } else if (out != stdout) {
       std::fclose(out);
     }
-    if (reader.bad_rows()) {
-      std::fprintf(stderr, "embed: skipped %lld bad row(s)\n", static_cast<long long>(reader.bad_rows()));
-      for (const std::string& m : reader.bad_messages()) std::fprintf(stderr, "  %s\n", m.c_str());
-    }
+    report_bad_rows("embed", reader);
     std::fprintf(stderr, "embed: %lld text(s), %lld-dimensional vectors\n",
                  static_cast<long long>(count), static_cast<long long>(D));
   });

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "train/finetune.h"
 #include "train/run_io.h"
@@ -95,20 +96,11 @@ void add_finetune(CLI::App& app) {
       ->check(CLI::IsMember({"unigram", "bpe"}))
       ->capture_default_str()
       ->group("Model");
-  cmd->add_option("--out", o->out, "Run folder")->required()->group("Run");
-  cmd->add_flag("--resume", *resume,
-                "Continue the run in --out from its latest checkpoint (all other options come "
-                "from its train_args.json)")
-      ->group("Run");
+  add_run_folder_options(cmd, &o->out, resume.get());
   cmd->add_option("--epochs", o->epochs, "Passes over the training data")
       ->capture_default_str()
       ->group("Optimiser");
-  cmd->add_option("--batch-size", o->batch_size, "Examples per micro-batch")
-      ->capture_default_str()
-      ->group("Optimiser");
-  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str()
-      ->group("Optimiser");
+  add_batch_options(cmd, &o->batch_size, "Examples per micro-batch", &o->grad_accum);
   cmd->add_option("--eval-batch-size", o->eval_batch_size, "Examples per inference batch")
       ->capture_default_str()
       ->group("Optimiser");
@@ -119,32 +111,11 @@ void add_finetune(CLI::App& app) {
       ->group("Optimiser");
   cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Warm-up steps (overrides --warmup-ratio)")
       ->group("Optimiser");
-  cmd->add_option("--weight-decay", o->optim.weight_decay, "AdamW weight decay (not on biases/LayerNorm)")
-      ->capture_default_str()
-      ->group("Optimiser");
-  cmd->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--clip-norm", o->optim.clip_norm, "Gradient-norm clipping (0: off)")
-      ->capture_default_str()
-      ->group("Optimiser");
-  cmd->add_option("--seed", o->seed, "Seed: initial weights, data order, dropout")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--log-every", o->log_every, "Steps between progress lines")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--eval-every", o->eval_every, "Steps between dev evaluations (0: each epoch)")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every,
-                  "Steps between checkpoints (0: at each evaluation)")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--time-limit", o->time_limit,
-                  "Stop after this many seconds, with a checkpoint (0: no limit)")
-      ->capture_default_str()
-      ->group("Run");
+  add_adamw_options(cmd, &o->optim);
+  add_progress_options(cmd, &o->seed, "Seed: initial weights, data order, dropout", &o->log_every,
+                       &o->eval_every, "Steps between dev evaluations (0: each epoch)");
+  add_checkpoint_options(cmd, &o->checkpoint_every,
+                         "Steps between checkpoints (0: at each evaluation)", &o->time_limit);
   cmd->add_option("--stop-after", o->stop_after,
                   "Stop after this many steps, with a checkpoint (0: run to the end; --resume "
                   "continues)")

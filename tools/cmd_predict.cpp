@@ -1,12 +1,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
-#include "core/error.h"
 #include "data/classify_data.h"
 #include "train/classify.h"
 
@@ -45,21 +44,10 @@ void add_predict(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([o] {
     ClassifierBundle cb = load_classifier(o->model, true);
-    const int64_t max_len = o->max_len > 0 ? o->max_len : cb.task.max_len;
-    LF_CHECK(max_len <= cb.model->config().max_len, "--max-len ", max_len,
-             " exceeds the model's max_len ", cb.model->config().max_len);
+    const int64_t max_len = checked_max_len(o->max_len, cb);
     std::ifstream file;
-    std::istream* in = &std::cin;
-    if (o->input != "-") {
-      file.open(o->input, std::ios::binary);
-      LF_CHECK(file, "cannot open --input ", o->input);
-      in = &file;
-    }
-    std::FILE* out = stdout;
-    if (!o->output.empty() && o->output != "-") {
-      out = std::fopen(o->output.c_str(), "w");
-      LF_CHECK(out, "cannot write --output ", o->output);
-    }
+    std::istream* in = open_input(o->input, &file);
+    std::FILE* out = open_output(o->output, "--output");
     const BadRows policy = o->bad_rows == "skip" ? BadRows::skip : BadRows::stop;
     TextInput reader(*in, o->input == "-" ? "stdin" : o->input, o->format, cb.task.pairs, policy);
     ClassifyData chunk;
@@ -86,10 +74,7 @@ void add_predict(CLI::App& app) {
       count += static_cast<int64_t>(seqs.size());
     }
     if (out != stdout) std::fclose(out);
-    if (reader.bad_rows()) {
-      std::fprintf(stderr, "predict: skipped %lld bad row(s)\n", static_cast<long long>(reader.bad_rows()));
-      for (const std::string& m : reader.bad_messages()) std::fprintf(stderr, "  %s\n", m.c_str());
-    }
+    report_bad_rows("predict", reader);
     std::fprintf(stderr, "predict: %lld input(s) classified\n", static_cast<long long>(count));
   });
 }

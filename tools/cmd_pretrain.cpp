@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "train/pretrain.h"
 
@@ -38,52 +39,23 @@ void add_pretrain(CLI::App& app) {
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");
   cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
-  cmd->add_option("--out", o->out, "Run folder")->required()->group("Run");
-  cmd->add_flag("--resume", *resume, "Continue the run in --out from its latest checkpoint "
-                                     "(all other options come from its train_args.json)")
-      ->group("Run");
+  add_run_folder_options(cmd, &o->out, resume.get());
   cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--batch-size", o->batch_size, "Sequences per micro-batch")
-      ->capture_default_str()
-      ->group("Optimiser");
-  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step")
-      ->capture_default_str()
-      ->group("Optimiser");
+  add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch", &o->grad_accum);
   cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
   cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Linear warm-up steps, then linear decay")
       ->capture_default_str()
       ->group("Optimiser");
-  cmd->add_option("--weight-decay", o->optim.weight_decay, "AdamW weight decay (not on biases/LayerNorm)")
-      ->capture_default_str()
-      ->group("Optimiser");
-  cmd->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--clip-norm", o->optim.clip_norm, "Gradient-norm clipping (0: off)")
-      ->capture_default_str()
-      ->group("Optimiser");
+  add_adamw_options(cmd, &o->optim);
   cmd->add_option("--mask-prob", o->mask_prob, "Share of tokens masked")
       ->capture_default_str()
       ->group("Optimiser");
-  cmd->add_option("--seed", o->seed, "Seed: initial weights, data order, masks, dropout")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--log-every", o->log_every, "Steps between progress lines")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--eval-every", o->eval_every, "Steps between validation runs")
-      ->capture_default_str()
-      ->group("Run");
+  add_progress_options(cmd, &o->seed, "Seed: initial weights, data order, masks, dropout",
+                       &o->log_every, &o->eval_every, "Steps between validation runs");
   cmd->add_option("--eval-batches", o->eval_batches, "Validation batches per evaluation")
       ->capture_default_str()
       ->group("Run");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every, "Steps between checkpoints")
-      ->capture_default_str()
-      ->group("Run");
-  cmd->add_option("--time-limit", o->time_limit,
-                  "Stop after this many seconds, with a checkpoint (0: no limit)")
-      ->capture_default_str()
-      ->group("Run");
+  add_checkpoint_options(cmd, &o->checkpoint_every, "Steps between checkpoints", &o->time_limit);
   cmd->add_flag("--bf16", o->bf16,
                 "Mixed precision: bf16 matrix products (AVX512-BF16), f32 master weights")
       ->group("Optimiser");

@@ -24,42 +24,37 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json FinetuneOptions::to_json() const {
-  return json{{"train", train},
-              {"dev", dev},
-              {"out", out},
-              {"init_from", init_from},
-              {"config", config},
-              {"sets", sets},
-              {"tokenizer", tokenizer},
-              {"vocab_size", vocab_size},
-              {"tokenizer_type", tokenizer_type},
-              {"max_len", max_len},
-              {"truncate", truncate},
-              {"lowercase", lowercase},
-              {"pad_to_max", pad_to_max},
-              {"bucket", bucket},
-              {"bad_rows", bad_rows},
-              {"max_train", max_train},
-              {"max_dev", max_dev},
-              {"metric", metric},
-              {"dropout", dropout},
-              {"batch_size", batch_size},
-              {"grad_accum", grad_accum},
-              {"eval_batch_size", eval_batch_size},
-              {"epochs", epochs},
-              {"warmup_ratio", warmup_ratio},
-              {"warmup_steps", optim.warmup_steps},
-              {"lr", optim.lr},
-              {"beta1", optim.beta1},
-              {"beta2", optim.beta2},
-              {"eps", optim.eps},
-              {"weight_decay", optim.weight_decay},
-              {"clip_norm", optim.clip_norm},
-              {"seed", seed},
-              {"log_every", log_every},
-              {"eval_every", eval_every},
-              {"checkpoint_every", checkpoint_every},
-              {"time_limit", time_limit}};
+  json j{{"train", train},
+         {"dev", dev},
+         {"out", out},
+         {"init_from", init_from},
+         {"config", config},
+         {"sets", sets},
+         {"tokenizer", tokenizer},
+         {"vocab_size", vocab_size},
+         {"tokenizer_type", tokenizer_type},
+         {"max_len", max_len},
+         {"truncate", truncate},
+         {"lowercase", lowercase},
+         {"pad_to_max", pad_to_max},
+         {"bucket", bucket},
+         {"bad_rows", bad_rows},
+         {"max_train", max_train},
+         {"max_dev", max_dev},
+         {"metric", metric},
+         {"dropout", dropout},
+         {"batch_size", batch_size},
+         {"grad_accum", grad_accum},
+         {"eval_batch_size", eval_batch_size},
+         {"epochs", epochs},
+         {"warmup_ratio", warmup_ratio},
+         {"seed", seed},
+         {"log_every", log_every},
+         {"eval_every", eval_every},
+         {"checkpoint_every", checkpoint_every},
+         {"time_limit", time_limit}};
+  optim_to_json(optim, &j);
+  return j;
 }
 
 FinetuneOptions FinetuneOptions::from_json(const json& j) {
@@ -88,13 +83,7 @@ FinetuneOptions FinetuneOptions::from_json(const json& j) {
   o.eval_batch_size = j.at("eval_batch_size");
   o.epochs = j.at("epochs");
   o.warmup_ratio = j.at("warmup_ratio");
-  o.optim.warmup_steps = j.at("warmup_steps");
-  o.optim.lr = j.at("lr");
-  o.optim.beta1 = j.at("beta1");
-  o.optim.beta2 = j.at("beta2");
-  o.optim.eps = j.at("eps");
-  o.optim.weight_decay = j.at("weight_decay");
-  o.optim.clip_norm = j.at("clip_norm");
+  o.optim = optim_from_json(j);
   o.seed = j.at("seed");
   o.log_every = j.at("log_every");
   o.eval_every = j.at("eval_every");
@@ -205,9 +194,8 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
            "--bad-rows must be stop or skip, got ", opt.bad_rows);
   const Truncate trunc = parse_truncate(opt.truncate);
+  create_run_folder(opt.out);
   std::error_code ec;
-  fs::create_directories(run, ec);
-  LF_CHECK(!ec, "cannot create run folder ", opt.out, ": ", ec.message());
   auto say = [&](const char* fmt, auto... a) {
     if (!opt.quiet) std::fprintf(stderr, fmt, a...);
   };
@@ -385,15 +373,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   double best = -1;
   int64_t best_step = 0;
   if (resume) {
-    const std::string ck = latest_checkpoint(opt.out);
-    if (!ck.empty()) {
-      json st = load_checkpoint(ck, model, adam);
+    const json st = resume_latest(opt.out, model, adam, opt.quiet);
+    if (!st.is_null()) {
       start = st.at("step").get<int64_t>();
       best = st.value("best_metric", -1.0);
       best_step = st.value("best_step", int64_t{0});
-      say("resume: continuing from %s (step %lld)\n", ck.c_str(), static_cast<long long>(start));
-    } else {
-      say("resume: no checkpoint yet; starting from step 0\n");
     }
   } else {
     write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");

@@ -3,9 +3,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/parallel.h"
 
 namespace lf {
+
+void optim_to_json(const OptimOptions& o, nlohmann::json* j) {
+  nlohmann::json& r = *j;
+  r["lr"] = o.lr;
+  r["beta1"] = o.beta1;
+  r["beta2"] = o.beta2;
+  r["eps"] = o.eps;
+  r["weight_decay"] = o.weight_decay;
+  r["clip_norm"] = o.clip_norm;
+  r["warmup_steps"] = o.warmup_steps;
+}
+
+OptimOptions optim_from_json(const nlohmann::json& j) {
+  OptimOptions o;
+  o.lr = j.at("lr");
+  o.beta1 = j.at("beta1");
+  o.beta2 = j.at("beta2");
+  o.eps = j.at("eps");
+  o.weight_decay = j.at("weight_decay");
+  o.clip_norm = j.at("clip_norm");
+  o.warmup_steps = j.at("warmup_steps");
+  return o;
+}
 
 float lr_at(const OptimOptions& o, int64_t step) {
   if (o.warmup_steps > 0 && step < o.warmup_steps)

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/buffer.h"
 #include "linformer/model.h"
 
@@ -17,6 +19,11 @@ struct OptimOptions {
   int64_t warmup_steps = 0;    // linear warm-up from 0 to lr
   int64_t total_steps = 1;     // then linear decay to 0 at total_steps
 };
+
+// The options as train_args.json keys (lr, beta1, beta2, eps, weight_decay, clip_norm,
+// warmup_steps) added to *j, and back. total_steps is not stored: the run derives it.
+void optim_to_json(const OptimOptions& o, nlohmann::json* j);
+OptimOptions optim_from_json(const nlohmann::json& j);
 
 // Learning rate at optimizer step `step` (0-based): warm-up then linear decay.
 float lr_at(const OptimOptions& o, int64_t step);

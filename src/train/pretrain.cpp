@@ -22,35 +22,30 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json PretrainOptions::to_json() const {
-  return json{{"train", train},
-              {"valid", valid},
-              {"valid_fraction", valid_fraction},
-              {"out", out},
-              {"config", config},
-              {"init_from", init_from},
-              {"tokenizer", tokenizer},
-              {"vocab_size", vocab_size},
-              {"tokenizer_type", tokenizer_type},
-              {"cache_dir", cache_dir},
-              {"seq_len", seq_len},
-              {"batch_size", batch_size},
-              {"grad_accum", grad_accum},
-              {"steps", steps},
-              {"lr", optim.lr},
-              {"beta1", optim.beta1},
-              {"beta2", optim.beta2},
-              {"eps", optim.eps},
-              {"weight_decay", optim.weight_decay},
-              {"clip_norm", optim.clip_norm},
-              {"warmup_steps", optim.warmup_steps},
-              {"seed", seed},
-              {"mask_prob", mask_prob},
-              {"log_every", log_every},
-              {"eval_every", eval_every},
-              {"eval_batches", eval_batches},
-              {"checkpoint_every", checkpoint_every},
-              {"time_limit", time_limit},
-              {"bf16", bf16}};
+  json j{{"train", train},
+         {"valid", valid},
+         {"valid_fraction", valid_fraction},
+         {"out", out},
+         {"config", config},
+         {"init_from", init_from},
+         {"tokenizer", tokenizer},
+         {"vocab_size", vocab_size},
+         {"tokenizer_type", tokenizer_type},
+         {"cache_dir", cache_dir},
+         {"seq_len", seq_len},
+         {"batch_size", batch_size},
+         {"grad_accum", grad_accum},
+         {"steps", steps},
+         {"seed", seed},
+         {"mask_prob", mask_prob},
+         {"log_every", log_every},
+         {"eval_every", eval_every},
+         {"eval_batches", eval_batches},
+         {"checkpoint_every", checkpoint_every},
+         {"time_limit", time_limit},
+         {"bf16", bf16}};
+  optim_to_json(optim, &j);
+  return j;
 }
 
 PretrainOptions PretrainOptions::from_json(const json& j) {
@@ -69,13 +64,7 @@ PretrainOptions PretrainOptions::from_json(const json& j) {
   o.batch_size = j.at("batch_size");
   o.grad_accum = j.at("grad_accum");
   o.steps = j.at("steps");
-  o.optim.lr = j.at("lr");
-  o.optim.beta1 = j.at("beta1");
-  o.optim.beta2 = j.at("beta2");
-  o.optim.eps = j.at("eps");
-  o.optim.weight_decay = j.at("weight_decay");
-  o.optim.clip_norm = j.at("clip_norm");
-  o.optim.warmup_steps = j.at("warmup_steps");
+  o.optim = optim_from_json(j);
   o.optim.total_steps = o.steps;
   o.seed = j.at("seed");
   o.mask_prob = j.at("mask_prob");
@@ -158,9 +147,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   opt.optim.total_steps = opt.steps;
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
   set_gemm_precision(opt.bf16 ? GemmPrecision::bf16 : GemmPrecision::f32);
+  create_run_folder(opt.out);
   std::error_code ec;
-  fs::create_directories(run, ec);
-  LF_CHECK(!ec, "cannot create run folder ", opt.out, ": ", ec.message());
   auto say = [&](const char* fmt, auto... a) {
     if (!opt.quiet) std::fprintf(stderr, fmt, a...);
   };
@@ -232,15 +220,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   int64_t start = 0;
   json resume_state;  // state.json of the checkpoint resumed from
   if (resume) {
-    const std::string ck = latest_checkpoint(opt.out);
-    if (!ck.empty()) {
-      json st = load_checkpoint(ck, model, adam);
-      resume_state = st;
-      start = st.at("step").get<int64_t>();
-      say("resume: continuing from %s (step %lld)\n", ck.c_str(), static_cast<long long>(start));
-    } else {
-      say("resume: no checkpoint yet; starting from step 0\n");
-    }
+    resume_state = resume_latest(opt.out, model, adam, opt.quiet);
+    if (!resume_state.is_null()) start = resume_state.at("step").get<int64_t>();
   } else {
     write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
     cfg.save((run / "config.json").string());

@@ -14,6 +14,12 @@ namespace lf {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+void create_run_folder(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  LF_CHECK(!ec, "cannot create run folder ", dir, ": ", ec.message());
+}
+
 void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, AdamW& opt,
                      const json& state, int keep_last) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
@@ -81,6 +87,19 @@ json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt) {
     fail(ckpt_dir, "/state.json: ", e.what());
   }
   opt.set_steps_done(st.at("adam_steps").get<int64_t>());
+  return st;
+}
+
+json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet) {
+  const std::string ck = latest_checkpoint(run_dir);
+  if (ck.empty()) {
+    if (!quiet) std::fprintf(stderr, "resume: no checkpoint yet; starting from step 0\n");
+    return json();
+  }
+  json st = load_checkpoint(ck, model, opt);
+  if (!quiet)
+    std::fprintf(stderr, "resume: continuing from %s (step %lld)\n", ck.c_str(),
+                 static_cast<long long>(st.at("step").get<int64_t>()));
   return st;
 }
 

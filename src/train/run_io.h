@@ -12,6 +12,9 @@
 
 namespace lf {
 
+// Creates a run folder (and its parents); fails naming it.
+void create_run_folder(const std::string& dir);
+
 // A resumable checkpoint: RUN/checkpoints/step-NNNNNNNN/{config.json, model.safetensors,
 // optimizer.safetensors, state.json}. The folder is written under a temporary name and
 // renamed into place, then RUN/checkpoints/latest is replaced atomically, so a run killed at
@@ -22,6 +25,9 @@ void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, Ada
 std::string latest_checkpoint(const std::string& run_dir);
 // Loads model weights, optimizer moments and step; returns state.json.
 nlohmann::json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt);
+// --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
+// returns its state.json, or null when the run has none yet (it starts from step 0).
+nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
 
 // Appends JSON lines to RUN/metrics.jsonl (flushed per line).
 class MetricsLog {

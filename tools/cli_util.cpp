@@ -1,0 +1,87 @@
+#include "cli_util.h"
+
+#include <iostream>
+
+#include "core/error.h"
+
+namespace lf::cli {
+
+void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume) {
+  cmd->add_option("--out", *out, "Run folder")->required()->group("Run");
+  cmd->add_flag("--resume", *resume,
+                "Continue the run in --out from its latest checkpoint (all other options come "
+                "from its train_args.json)")
+      ->group("Run");
+}
+
+void add_batch_options(CLI::App* cmd, int64_t* batch_size, const char* batch_help,
+                       int64_t* grad_accum) {
+  cmd->add_option("--batch-size", *batch_size, batch_help)
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--grad-accum", *grad_accum, "Micro-batches per optimizer step")
+      ->capture_default_str()
+      ->group("Optimiser");
+}
+
+void add_adamw_options(CLI::App* cmd, OptimOptions* o) {
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on biases/LayerNorm)")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--beta1", o->beta1, "AdamW beta1")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--beta2", o->beta2, "AdamW beta2")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--eps", o->eps, "AdamW epsilon")->capture_default_str()->group("Optimiser");
+  cmd->add_option("--clip-norm", o->clip_norm, "Gradient-norm clipping (0: off)")
+      ->capture_default_str()
+      ->group("Optimiser");
+}
+
+void add_progress_options(CLI::App* cmd, uint64_t* seed, const char* seed_help, int64_t* log_every,
+                          int64_t* eval_every, const char* eval_help) {
+  cmd->add_option("--seed", *seed, seed_help)->capture_default_str()->group("Run");
+  cmd->add_option("--log-every", *log_every, "Steps between progress lines")
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--eval-every", *eval_every, eval_help)->capture_default_str()->group("Run");
+}
+
+void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char* checkpoint_help,
+                            double* time_limit) {
+  cmd->add_option("--checkpoint-every", *checkpoint_every, checkpoint_help)
+      ->capture_default_str()
+      ->group("Run");
+  cmd->add_option("--time-limit", *time_limit,
+                  "Stop after this many seconds, with a checkpoint (0: no limit)")
+      ->capture_default_str()
+      ->group("Run");
+}
+
+int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb) {
+  const int64_t n = max_len > 0 ? max_len : cb.task.max_len;
+  LF_CHECK(n <= cb.model->config().max_len, "--max-len ", n, " exceeds the model's max_len ",
+           cb.model->config().max_len);
+  return n;
+}
+
+std::istream* open_input(const std::string& path, std::ifstream* file) {
+  if (path == "-") return &std::cin;
+  file->open(path, std::ios::binary);
+  LF_CHECK(*file, "cannot open --input ", path);
+  return file;
+}
+
+std::FILE* open_output(const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return stdout;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  LF_CHECK(f, "cannot write ", option, " ", path);
+  return f;
+}
+
+void report_bad_rows(const char* cmd, const TextInput& reader) {
+  if (!reader.bad_rows()) return;
+  std::fprintf(stderr, "%s: skipped %lld bad row(s)\n", cmd,
+               static_cast<long long>(reader.bad_rows()));
+  for (const std::string& m : reader.bad_messages()) std::fprintf(stderr, "  %s\n", m.c_str());
+}
+
+}  // namespace lf::cli

@@ -1,0 +1,41 @@
+// Pieces shared by the subcommands: option blocks of the training commands (pretrain,
+// finetune) and the input/output plumbing of the text commands (predict, embed).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <istream>
+#include <string>
+
+#include "data/classify_data.h"
+#include "train/classify.h"
+#include "train/optim.h"
+
+namespace lf::cli {
+
+// --out (required) and --resume, in group Run.
+void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume);
+// --batch-size (batch_help says what a micro-batch holds) and --grad-accum, in group Optimiser.
+void add_batch_options(CLI::App* cmd, int64_t* batch_size, const char* batch_help,
+                       int64_t* grad_accum);
+// --weight-decay, --beta1, --beta2, --eps and --clip-norm, in group Optimiser.
+void add_adamw_options(CLI::App* cmd, OptimOptions* o);
+// --seed, --log-every and --eval-every, in group Run; the helps say what the command seeds
+// and evaluates.
+void add_progress_options(CLI::App* cmd, uint64_t* seed, const char* seed_help, int64_t* log_every,
+                          int64_t* eval_every, const char* eval_help);
+// --checkpoint-every and --time-limit, in group Run.
+void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char* checkpoint_help,
+                            double* time_limit);
+
+// --max-len if given, else the length the model was finetuned with; at most the model's max_len.
+int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb);
+// --input: stdin for "-", else the file, opened into *file.
+std::istream* open_input(const std::string& path, std::ifstream* file);
+// Output for JSON lines: stdout for "" or "-", else the file (option names it in errors).
+std::FILE* open_output(const std::string& path, const char* option);
+// "CMD: skipped N bad row(s)" and their messages on stderr, when the reader skipped any.
+void report_bad_rows(const char* cmd, const TextInput& reader);
+
+}  // namespace lf::cli
