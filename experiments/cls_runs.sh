@@ -11,6 +11,8 @@ PTB=${PTB:-runs/ptb}
 OUT=${OUT:-runs/cls}
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# Threads sleep while they wait: other processes on the cores then cost far less.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 run() {  # NAME ARGS...: finetune (skipped when done), then evaluate the best model on dev
   local name=$1; shift

@@ -8,9 +8,10 @@ if [[ "${1:-}" == "--demo" ]] && ! command -v npm >/dev/null; then
   pkgs+=(npm)
 fi
 if [[ "${1:-}" == "--bench" ]]; then
-  # PyTorch for the peer comparison, with OpenBLAS's threaded build (Debian's default BLAS is
-  # the slow reference one, which would make the comparison meaningless).
-  pkgs+=(python3-torch python3-numpy libopenblas0-pthread)
+  # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
+  # default BLAS is the slow reference one, which would make the comparison meaningless);
+  # bench/pytorch/bench_torch.py --blas picks the build.
+  pkgs+=(python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread)
 fi
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(python3-torch python3-numpy)

@@ -218,11 +218,17 @@ const json* find_run(const std::vector<json>& runs, const std::string& kind, int
 bool ok(const json* r) { return r && r->value("status", "") == "ok"; }
 bool fits(const json* r) { return r && r->value("max_batch", int64_t(0)) > 0; }
 
-// Ratio cell of the grids: `what` is "time" (base s/seq / Linformer s/seq) or "memory"
-// (Linformer max batch / base max batch).
+// Ratio cell of the grids: `what` is "time" (base s/seq / Linformer s/seq), "memory"
+// (Linformer max batch / base max batch) or "flops" (base FLOPs / Linformer FLOPs per
+// sequence: the time saved when both run at the same FLOP rate).
 std::string cell(const json* base, const json* lin, const std::string& base_name,
                  const std::string& what) {
   if (!lin) return "";
+  if (what == "flops") {
+    if (!base) return "n/a";
+    return fmt("%.1fx", base->value("flops_per_sequence", 0.0) /
+                            std::max(lin->value("flops_per_sequence", 1.0), 1.0));
+  }
   if (!fits(lin)) return "Linformer does not fit";
   if (!base) return "n/a";
   if (!fits(base))
@@ -277,6 +283,10 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
      << grid(runs, ns, ks, "standard", "standard", "time") << "\n";
   os << "## Memory saved (Linformer max batch / standard max batch in the budget)\n\n"
      << grid(runs, ns, ks, "standard", "standard", "memory") << "\n";
+  os << "## FLOP ratio (standard FLOPs / Linformer FLOPs per sequence)\n\n"
+     << "The time saved of two implementations running at the same FLOP rate: the ceiling "
+        "of the time saved when both are GEMM-bound.\n\n"
+     << grid(runs, ns, ks, "standard", "standard", "flops") << "\n";
   os << "## Time saved against the engine's tiled standard attention\n\n"
      << grid(runs, ns, ks, "tiled", "tiled", "time") << "\n";
   os << "## Memory saved against the engine's tiled standard attention (max batch ratio)\n\n"

@@ -19,9 +19,36 @@ import math
 import os
 import subprocess
 import sys
+import glob
 import time
 
-import torch
+
+def select_blas():
+    """PyTorch calls Debian's libblas.so.3. --blas openmp|pthread puts that OpenBLAS build's
+    folder first on LD_LIBRARY_PATH and runs this script again; --blas system keeps what the
+    system's alternative points at."""
+    choice = "openmp"
+    for i, a in enumerate(sys.argv):
+        if a == "--blas" and i + 1 < len(sys.argv):
+            choice = sys.argv[i + 1]
+        elif a.startswith("--blas="):
+            choice = a.split("=", 1)[1]
+    if choice == "system" or os.environ.get("LF_BENCH_BLAS") == choice:
+        return
+    dirs = glob.glob("/usr/lib/*/openblas-%s" % choice)
+    if not dirs:
+        print("warning: OpenBLAS %s build not installed (libopenblas0-%s); using the system BLAS"
+              % (choice, choice), file=sys.stderr)
+        return
+    env = dict(os.environ, LF_BENCH_BLAS=choice,
+               LD_LIBRARY_PATH=":".join([dirs[0]] + [p for p in [os.environ.get("LD_LIBRARY_PATH")] if p]))
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+if __name__ == "__main__":
+    select_blas()
+
+import torch  # noqa: E402
 import torch.nn.functional as Fn
 
 
@@ -151,6 +178,8 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--blas", choices=["openmp", "pthread", "system"], default="openmp",
+                    help="OpenBLAS build PyTorch uses (default openmp, its best set-up here)")
     ap.add_argument("--torch-memory-gib", type=float, default=12.0,
                     help="skip PyTorch standard attention whose score tensors need more")
     ap.add_argument("--markdown", help="also write the table to this file")
@@ -161,7 +190,7 @@ def main():
     print("PyTorch matmul 4096x3072x768: %.0f GFLOP/s" % tg, file=sys.stderr)
     if tg < 20:
         print("warning: PyTorch's BLAS is very slow (Debian's default libblas3 is the reference "
-              "BLAS); install libopenblas0-pthread for a fair comparison", file=sys.stderr)
+              "BLAS); install libopenblas0-openmp (scripts/setup.sh --bench) for a fair comparison", file=sys.stderr)
     rows = []
     for layers in args.layers:
         mine = ours(args, layers)
@@ -179,8 +208,8 @@ def main():
                     layers, attention, n, B, "%9.2f ms" % (t * 1e3) if t else "    -    ",
                     "%9.2f ms" % (o * 1e3) if o else "    -    ",
                     "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
-    lines = ["PyTorch %s, %d threads, matmul %.0f GFLOP/s%s. Time per sequence (ms); ratio = PyTorch / ours." % (
-        torch.__version__, args.threads, tg,
+    lines = ["PyTorch %s, %d threads, OpenBLAS %s build, matmul %.0f GFLOP/s%s. Time per sequence (ms); ratio = PyTorch / ours." % (
+        torch.__version__, args.threads, args.blas, tg,
         "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else ""), "",
         "| layers | attention | n | batch | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
         "|---|---|---|---|---|---|---|---|---|"]
