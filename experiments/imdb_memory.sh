@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Memory and time of IMDB finetuning against n (docs/results.md, "Long documents"): every
-# batch padded to n (--pad-to-max), 8 reviews per batch, 6 optimizer steps from scratch, for
+# batch padded to n (--pad-to-max), 8 reviews per batch, 4 optimizer steps from scratch, for
 # Linformer (k = 128) and standard attention. Prints n, attention, the engine's activation
 # bytes for the batch, the process's peak RSS and the seconds per step.
 #   experiments/imdb_memory.sh [LINFORMER_BINARY]        (default build/linformer)
@@ -20,7 +20,7 @@ for n in 512 1024 2048 4096; do
     run="$OUT/$att-n$n"
     /usr/bin/time -v "$LF" finetune --config configs/small-linformer.json --set max_len=$n \
       --set k=128 --set sharing=headwise --set attention=$att --tokenizer "$TOK" --lowercase \
-      --train "$DATA/imdb/train.tsv" --max-train 48 --max-len $n --pad-to-max \
+      --train "$DATA/imdb/train.tsv" --max-train 32 --max-len $n --pad-to-max \
       --truncate head+tail --epochs 1 --batch-size 8 --log-every 1 --out "$run" \
       >"$run.log" 2>&1 || { echo "| $n | $att | failed, see $run.log | | |"; continue; }
     act=$(grep -o 'longest batch ([0-9]* x [0-9]*): [0-9.]* [KMG]B' "$run.log" | sed 's/.*: //')
