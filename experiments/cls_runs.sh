@@ -60,3 +60,8 @@ for n in 1024 2048; do
     --set projection=mean_pool --lowercase --train "$DATA/imdb/train.tsv" --max-train 10000 \
     --max-len $n --truncate head+tail --epochs 1 --batch-size 16 --lr 1e-4
 done
+# n = 2048 again at lr 3e-4 (at 1e-4 the loss stays flat for the whole epoch).
+run "imdb-lin-k128-n2048-meanpool-lr3e-4" "$DATA/imdb/val.tsv" \
+  --init-from "$PTB/lin-k128-n2048/model" --set projection=mean_pool --lowercase \
+  --train "$DATA/imdb/train.tsv" --max-train 10000 --max-len 2048 --truncate head+tail \
+  --epochs 1 --batch-size 16 --lr 3e-4
