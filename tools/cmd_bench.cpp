@@ -1,9 +1,9 @@
 // `linformer bench`: inference time and memory of Linformer against standard attention (the
 // paper's baseline, which holds the [B, H, n, n] attention matrices), against the engine's
 // tiled standard attention and against exact streaming attention, with the paper's method
-// (Table 3): random inputs; for
-// every (n, k) the largest batch that fits a memory budget, predicted by the engine's own
-// accounting (a dry run of the activation layout, no allocation); time per sequence.
+// (Table 3): random inputs; for every (n, k) the largest batch that fits a memory budget,
+// predicted by the engine's own accounting (a dry run of the activation layout, no
+// allocation); time per sequence.
 //
 // Every configuration runs in a forked child process, so its VmHWM (peak RSS) is its own.
 // The parent never touches OpenMP or oneDNN (a forked child of a process that has started
@@ -492,9 +492,8 @@ void add_bench(CLI::App& app) {
     // 2. The grid.
     std::vector<Job> jobs;
     for (int64_t n : opt.ns) {
-      if (kinds.count("standard")) jobs.push_back({"standard", n, 0});
-      if (kinds.count("tiled")) jobs.push_back({"tiled", n, 0});
-      if (kinds.count("streaming")) jobs.push_back({"streaming", n, 0});
+      for (const char* exact : {"standard", "tiled", "streaming"})
+        if (kinds.count(exact)) jobs.push_back({exact, n, 0});
       if (kinds.count("linformer"))
         for (int64_t k : opt.ks)
           if (k < n && n % k == 0) jobs.push_back({"linformer", n, k});

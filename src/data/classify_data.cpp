@@ -21,12 +21,13 @@ namespace lf {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+std::string lower_ascii(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return s;
 }
+
+namespace {
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -247,7 +248,7 @@ bool detect_tsv_schema(const std::string& header_in, TsvSchema* out) {
   std::string header = header_in;
   if (!header.empty() && header.back() == '\r') header.pop_back();
   TsvSchema s;
-  for (const std::string& c : split_tabs(header)) s.names.push_back(lower(trim(c)));
+  for (const std::string& c : split_tabs(header)) s.names.push_back(lower_ascii(trim(c)));
   s.columns = s.names.size();
   auto col = [&](std::initializer_list<const char*> names) {
     for (const char* n : names)
@@ -490,7 +491,7 @@ std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vec
 std::vector<int32_t> encode_example(const Tokenizer& tok, const std::string& a,
                                     const std::string& b, bool pair, int64_t max_len, Truncate t,
                                     bool lowercase) {
-  auto prep = [&](const std::string& s) { return lowercase ? lower(s) : s; };
+  auto prep = [&](const std::string& s) { return lowercase ? lower_ascii(s) : s; };
   const std::vector<int32_t> ta = tok.encode(prep(a));
   if (!pair) return encode_tokens(ta, nullptr, max_len, t);
   const std::vector<int32_t> tb = tok.encode(prep(b));

@@ -151,6 +151,9 @@ std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& ids, int64_t bu
 // shared as evenly as the lengths allow), each text cut by the policy.
 std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vector<int32_t>* b,
                                    int64_t max_len, Truncate t);
+// ASCII letters A-Z lowercased; other bytes (UTF-8 included) unchanged.
+std::string lower_ascii(std::string s);
+
 // lowercase: ASCII letters are lowercased first (for an uncased tokenizer, e.g. one trained on
 // lowercased text such as PTB).
 std::vector<int32_t> encode_example(const Tokenizer& tok, const std::string& a,

@@ -266,11 +266,8 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     } else {
       const std::string corpus = (run / "tokenizer_corpus.txt").string();
       write_file_atomic(corpus, [&](std::ostream& os) {
-        auto put = [&](std::string s) {
-          if (opt.lowercase)
-            for (char& ch : s)
-              if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
-          os << s << "\n";
+        auto put = [&](const std::string& s) {
+          os << (opt.lowercase ? lower_ascii(s) : s) << "\n";
         };
         for (const ClassifyExample& e : train.examples) {
           put(e.a);
