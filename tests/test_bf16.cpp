@@ -80,5 +80,75 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
   EXPECT_LT(test::rel_error(g16.data(), g32.data(), g32.size()), 5e-2);
 }
 
+// bf16 inference packs the weights; every way of changing the parameters must be seen by
+// the next inference forward, and training must not use the packed copies.
+TEST(Bf16Inference, PackedWeightsFollowParameterChanges) {
+  Config c = test::tiny_config();
+  c.d_model = 64;
+  c.d_ff = 128;
+  c.max_len = 64;
+  c.k = {16};
+  Model m(c);
+  m.init(3);
+  const int64_t B = 2, N = 64, R = B * N * c.d_model;
+  std::vector<int32_t> ids(B * N);
+  for (int64_t i = 0; i < B * N; ++i)
+    ids[i] = static_cast<int32_t>(rng_bits(4, 0, i) % c.vocab_size);
+  const Batch batch{ids.data(), nullptr, B, N};
+  auto hidden = [&](ComputeType t, bool train) {
+    m.set_compute_type(t);
+    m.forward(batch, train);
+    return std::vector<float>(m.hidden(), m.hidden() + R);
+  };
+  auto close = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    return test::rel_error(a.data(), b.data(), b.size()) < 2e-2;
+  };
+  // The FFN's output map: changing it changes the hidden states at once (the attention
+  // maps of an initialised model barely do: its attention is near uniform).
+  const std::string wq = "roberta.encoder.layer.0.output.dense.weight";
+  const int64_t nq = c.d_model * c.d_ff;
+
+  const std::vector<float> f0 = hidden(ComputeType::f32, false);
+  const std::vector<float> b0 = hidden(ComputeType::bf16, false);
+  EXPECT_TRUE(close(b0, f0));
+  EXPECT_NE(b0, f0);
+  EXPECT_EQ(m.compute_type(), ComputeType::bf16);
+
+  // 1. Through param(): the next bf16 forward follows.
+  for (int64_t i = 0; i < nq; ++i) m.param(wq)[i] *= -3.f;
+  const std::vector<float> b1 = hidden(ComputeType::bf16, false);
+  const std::vector<float> f1 = hidden(ComputeType::f32, false);
+  EXPECT_FALSE(close(f1, f0));  // the change matters
+  EXPECT_TRUE(close(b1, f1));
+
+  // 2. Through a pointer kept from earlier, announced with weights_changed().
+  hidden(ComputeType::bf16, false);
+  float* w = m.param_data() + m.find(wq)->offset;
+  hidden(ComputeType::bf16, false);  // packs again after param_data()
+  for (int64_t i = 0; i < nq; ++i) w[i] *= -1.f;
+  m.weights_changed();
+  const std::vector<float> b2 = hidden(ComputeType::bf16, false);
+  const std::vector<float> f2 = hidden(ComputeType::f32, false);
+  EXPECT_TRUE(close(b2, f2));
+  EXPECT_FALSE(close(b2, b1));
+
+  // 3. init() re-draws the weights.
+  hidden(ComputeType::bf16, false);
+  m.init(99);
+  const std::vector<float> b3 = hidden(ComputeType::bf16, false);
+  const std::vector<float> f3 = hidden(ComputeType::f32, false);
+  EXPECT_TRUE(close(b3, f3));
+
+  // 4. Training forwards ignore the compute type and free the packed copies.
+  const std::vector<float> t32 = hidden(ComputeType::f32, true);
+  const std::vector<float> t16 = hidden(ComputeType::bf16, true);
+  EXPECT_EQ(t16, t32);
+  hidden(ComputeType::bf16, false);
+  EXPECT_GT(m.packed_weight_bytes(), 0u);
+  const size_t before = m.param_bytes();
+  hidden(ComputeType::bf16, true);
+  EXPECT_EQ(m.param_bytes(), before);
+}
+
 }  // namespace
 }  // namespace lf

@@ -724,6 +724,12 @@ TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
                        "/eval.json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(read_file(dir + "/eval.json"))["accuracy"], 1.0);
+  // bf16 inference classifies the separable set as well, and says so in the report.
+  r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --bf16 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["accuracy"], 1.0);
+  EXPECT_EQ(j["compute"], "bf16");
 
   // predict from stdin (plain lines) keeps the input order.
   r = run_cli(dir, "predict --model " + model + " --batch-size 2",

@@ -267,6 +267,28 @@ TEST(Cli, ForwardAcceptsFloatMaskAndRandomBatch) {
   EXPECT_EQ(shape, (std::vector<int64_t>{2, 16, cfg.d_model}));
 }
 
+TEST(Cli, ForwardBf16IsCloseToF32) {
+  const std::string dir = test::temp_dir("bf16");
+  Config cfg = test::tiny_config();
+  cfg.d_model = 64;
+  cfg.d_ff = 128;
+  const std::string m = init_model(dir, cfg, "m", 2);
+  const Inputs in = make_inputs(cfg);
+  write_inputs(in, dir + "/in.safetensors", false);
+  const std::string base = "forward --model " + m + " --input " + dir + "/in.safetensors";
+  expect_ok(run_cli(dir, base + " --out " + dir + "/f32.safetensors"), "f32");
+  expect_ok(run_cli(dir, base + " --bf16 --out " + dir + "/bf16.safetensors"), "bf16");
+  for (const char* t : {"hidden_states", "mlm_logits"}) {
+    const std::vector<float> a = SafeTensorsReader(dir + "/f32.safetensors").read_f32(t);
+    const std::vector<float> b = SafeTensorsReader(dir + "/bf16.safetensors").read_f32(t);
+    ASSERT_EQ(a.size(), b.size());
+    const double rel = test::rel_error(b.data(), a.data(), a.size());
+    EXPECT_LT(rel, 2e-2) << t;
+    EXPECT_GT(rel, 1e-6) << t << ": --bf16 had no effect";
+  }
+  expect_mentions(run_cli(dir, "forward --help").out, {"--bf16"}, "forward --help");
+}
+
 TEST(Cli, InfoDescribesFolder) {
   const std::string dir = test::temp_dir("info");
   const std::string m = init_model(dir, test::tiny_config(), "m", 1);

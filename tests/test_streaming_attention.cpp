@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kernels/packed_linear.h"
 #include "layers/attention.h"
 #include "core/parallel.h"
 #include "linformer/model.h"
@@ -141,20 +142,59 @@ TEST_P(InferencePath, MatchesTrainingForward) {
   }
 }
 
+// bf16 inference (packed bf16 linear maps) stays within bf16 rounding of the f32 training
+// forward, in every attention path and exact-attention mode, padded or not.
+TEST_P(InferencePath, Bf16CloseToF32) {
+  const Case& c = GetParam();
+  Model m(c.cfg);
+  randomise(m, 21);
+  const Inputs in = make_inputs(c.cfg);
+  const std::vector<float> ref = run(m, in, true);
+  const std::vector<float> ref_full = run(m, in, true, false);
+  m.set_compute_type(ComputeType::bf16);
+  std::vector<Model::ExactAttention> modes = {Model::ExactAttention::tiled};
+  if (c.cfg.attention == AttentionKind::standard)
+    modes = {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
+             Model::ExactAttention::materialized};
+  for (auto how : modes) {
+    m.set_exact_attention(how);
+    const std::vector<float> got = run(m, in, false);
+    const double rel = test::rel_error(got.data(), ref.data(), ref.size());
+    // bf16 keeps 8 significant bits (relative rounding 2^-9 ~ 2e-3 per input).
+    EXPECT_LT(rel, 2e-2) << "exact=" << static_cast<int>(how);
+    EXPECT_GT(rel, 1e-5) << "bf16 products were not used";
+    const std::vector<float> got_full = run(m, in, false, false);
+    EXPECT_LT(test::rel_error(got_full.data(), ref_full.data(), ref_full.size()), 2e-2)
+        << "no mask, exact=" << static_cast<int>(how);
+  }
+}
+
 TEST_P(InferencePath, ForwardBytesPredictsTheArena) {
   const Case& c = GetParam();
   for (bool train : {false, true})
     for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
-                     Model::ExactAttention::materialized}) {
-      Model m(c.cfg);
-      m.set_exact_attention(how);
-      randomise(m, 5);
-      const Inputs in = make_inputs(c.cfg, 200);
-      const size_t predicted = m.forward_bytes(in.B, in.N, train, true);
-      run(m, in, train);
-      EXPECT_EQ(m.activation_bytes(), predicted)
-          << (train ? "train" : "inference") << " exact=" << static_cast<int>(how);
-    }
+                     Model::ExactAttention::materialized})
+      for (ComputeType ct : {ComputeType::f32, ComputeType::bf16}) {
+        Model m(c.cfg);
+        m.set_exact_attention(how);
+        m.set_compute_type(ct);
+        randomise(m, 5);
+        const Inputs in = make_inputs(c.cfg, 200);
+        const size_t predicted = m.forward_bytes(in.B, in.N, train, true);
+        const size_t packed_predicted = m.packed_weight_bytes();
+        run(m, in, train);
+        EXPECT_EQ(m.activation_bytes(), predicted)
+            << (train ? "train" : "inference") << " exact=" << static_cast<int>(how) << " "
+            << compute_type_name(ct);
+        // Packed weights exist only for bf16 inference, and the prediction made before
+        // packing is what they take.
+        if (ct == ComputeType::bf16 && !train) {
+          EXPECT_EQ(m.packed_weight_bytes(), packed_predicted);
+        }
+        if (ct == ComputeType::f32) {
+          EXPECT_EQ(m.packed_weight_bytes(), 0u);
+        }
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAttention, InferencePath, ::testing::ValuesIn(cases()),

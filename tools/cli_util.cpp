@@ -56,6 +56,14 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
       ->group("Run");
 }
 
+void add_compute_option(CLI::App* cmd, bool* bf16) {
+  cmd->add_flag("--bf16", *bf16,
+                "Run the encoder's linear maps in bfloat16 (weights packed once, f32 "
+                "accumulation; AVX512-BF16): about 1.8x faster, outputs within ~1e-2 of f32")
+      ->group("Speed");
+}
+ComputeType compute_type_of(bool bf16) { return bf16 ? ComputeType::bf16 : ComputeType::f32; }
+
 int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb) {
   const int64_t n = max_len > 0 ? max_len : cb.task.max_len;
   LF_CHECK(n <= cb.model->config().max_len, "--max-len ", n, " exceeds the model's max_len ",

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/classify_data.h"
+#include "linformer/compute_type.h"
 #include "train/classify.h"
 #include "train/optim.h"
 
@@ -28,6 +29,10 @@ void add_progress_options(CLI::App* cmd, uint64_t* seed, const char* seed_help, 
 // --checkpoint-every and --time-limit, in group Run.
 void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char* checkpoint_help,
                             double* time_limit);
+
+// --bf16 for the inference commands (in group Speed).
+void add_compute_option(CLI::App* cmd, bool* bf16);
+ComputeType compute_type_of(bool bf16);
 
 // --max-len if given, else the length the model was finetuned with; at most the model's max_len.
 int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb);

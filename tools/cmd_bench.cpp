@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "kernels/packed_linear.h"
 #include "io/file_util.h"
 #include "io/svg_plot.h"
 #include "linformer/model.h"
@@ -50,7 +51,7 @@ struct Opts {
   bool at_max_batch = false;
   int reps = 3;
   double max_run_seconds = 900;
-  bool quick = false, json_out = false, no_fork = false;
+  bool quick = false, json_out = false, no_fork = false, bf16 = false;
   std::string out_dir, from_json;
   uint64_t seed = 1;
 };
@@ -93,8 +94,11 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["n"] = j.n;
   r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
   r["layers"] = o.layers;
+  const ComputeType ct = o.bf16 ? ComputeType::bf16 : ComputeType::f32;
+  r["compute"] = compute_type_name(ct);
   const Config cfg = make_config(o, j);
   Model m(cfg);
+  m.set_compute_type(ct);
   if (j.kind == "standard") m.set_exact_attention(Model::ExactAttention::materialized);
   if (j.kind == "streaming") m.set_exact_attention(Model::ExactAttention::streaming);
   const int64_t maxb = bench::max_batch(m, j.n, budget);
@@ -108,6 +112,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
       static_cast<double>(m.forward_bytes(32, j.n, false) - m.forward_bytes(16, j.n, false)) / 16 +
       static_cast<double>(j.n * sizeof(int32_t));
   r["param_bytes"] = m.param_bytes();
+  r["packed_weight_bytes"] = m.packed_weight_bytes();
   const double flops = bench::encoder_flops(cfg, j.n);
   r["flops_per_sequence"] = flops;
   if (maxb == 0) {
@@ -127,7 +132,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   m.init(o.seed);
   // The machine's GEMM rate right now: the reference for this run's GFLOP/s (other processes
   // on the machine change it from run to run).
-  r["sgemm_gflops_now"] = bench::sgemm_gflops(2048, 3072, 768, 3);
+  r["sgemm_gflops_now"] = bench::matmul_gflops(ct, 2048, 3072, 768, 3);
   std::vector<int32_t> ids(static_cast<size_t>(bt * j.n));
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = static_cast<int32_t>(rng_bits(o.seed, 17, i) % static_cast<uint64_t>(o.vocab));
@@ -148,7 +153,8 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["warmup_seconds"] = warm;
   r["seconds_per_sequence"] = sec;
   r["gflops"] = flops / sec / 1e9;
-  r["peak_bytes_engine"] = m.param_bytes() + m.activation_bytes() + ids.size() * sizeof(int32_t);
+  r["peak_bytes_engine"] = m.param_bytes() + m.packed_weight_bytes() + m.activation_bytes() +
+                           ids.size() * sizeof(int32_t);
   r["peak_rss_bytes"] = bench::peak_rss_bytes();
   r["threads"] = num_threads();
   return r;
@@ -274,7 +280,12 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
      << ", Linformer layerwise sharing, linear projection. Random token ids, no padding.\n";
   os << "Memory budget " << fmt("%.1f", meta.value("budget_bytes", 0.0) / kGiB)
      << " GiB (engine accounting: parameters + activations + scratch + ids). "
-     << meta.value("threads", 0) << " threads; oneDNN sgemm peak in this run "
+     << meta.value("threads", 0) << " threads. Compute type "
+     << meta.value("compute", "f32")
+     << (meta.value("compute", "f32") == "bf16"
+             ? " (linear maps in bf16, packed weights; attention, softmax, LayerNorm in f32); "
+               "oneDNN bf16 matmul peak in this run "
+             : "; oneDNN sgemm peak in this run ")
      << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";
   os << "Time: median of repetitions after a warm-up, at the timed batch (the largest that fits, "
      << (o.at_max_batch ? "as here" : "capped at " + std::to_string(o.batch_tokens) + " tokens")
@@ -420,6 +431,9 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick,
                 "Short grid: n 512..4096, k 128 256, 2 layers unless --layers is given");
+  cmd->add_flag("--bf16", o->bf16,
+                "bf16 inference: the linear maps' weights packed once in bfloat16 (AVX512-BF16, "
+                "f32 accumulation); the GEMM peak reference is then the same bf16 product");
   cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
   cmd->add_flag("--no-fork", o->no_fork,
                 "Run every configuration in this process (peak RSS is then process-wide)");
@@ -482,7 +496,9 @@ void add_bench(CLI::App& app) {
     // 1. The sgemm peak, in a child like everything else.
     const int64_t gm = 4096, gn = 3072, gk = 768;
     json peak = run([&] {
-      return json{{"gflops", bench::sgemm_gflops(gm, gn, gk)}, {"threads", num_threads()}};
+      return json{{"gflops", bench::matmul_gflops(opt.bf16 ? ComputeType::bf16 : ComputeType::f32,
+                                                   gm, gn, gk)},
+                  {"threads", num_threads()}};
     });
     const double peak_gflops = peak.value("gflops", 0.0);
     std::fprintf(stderr, "bench: sgemm %lldx%lldx%lld: %.0f GFLOP/s on %d threads; budget %.1f GiB\n",
@@ -532,6 +548,7 @@ void add_bench(CLI::App& app) {
       runs.push_back(std::move(r));
     }
     json meta = {{"sgemm_gflops", peak_gflops},
+                 {"compute", opt.bf16 ? "bf16" : "f32"},
                  {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
                  {"threads", peak.value("threads", 0)},
                  {"budget_bytes", budget_bytes},

@@ -33,6 +33,7 @@ void add_embed(CLI::App& app) {
       "--out FILE.safetensors the tensors cls [M, D] and mean [M, D] (F32) in input order.\n"
       "Example: linformer embed --model runs/pre/model --input texts.txt --pool both --out e.safetensors");
   struct Opts {
+    bool bf16 = false;
     std::string model, input = "-", out, format = "auto", pool = "cls", bad_rows = "stop";
     int64_t max_len = 0, batch_size = 32, chunk = 4096;
     bool pairs = false, lowercase = false;
@@ -58,10 +59,12 @@ void add_embed(CLI::App& app) {
   cmd->add_option("--max-len", o->max_len, "Tokens per text (default: the model's max_len or "
                                            "its finetuning length)");
   cmd->add_option("--batch-size", o->batch_size, "Texts per batch")->capture_default_str();
+  cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
       ->capture_default_str();
   cmd->callback([o] {
     ClassifierBundle cb = load_classifier(o->model, false);
+    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
     const int64_t max_len = checked_max_len(o->max_len, cb);
     const bool pairs = o->pairs || cb.task.pairs;
     const int64_t D = cb.model->config().d_model;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "data/classify_data.h"
@@ -25,6 +26,7 @@ void add_evaluate(CLI::App& app) {
       "Confusion rows are true labels, columns predicted labels.\n"
       "Example: linformer evaluate --model runs/sst2/best --data sst2/dev.tsv --json dev.json");
   struct Opts {
+    bool bf16 = false;
     std::string model, data, json_out, bad_rows = "stop";
     int64_t max_len = 0, batch_size = 64, max_examples = 0;
     bool quiet = false;
@@ -41,12 +43,14 @@ void add_evaluate(CLI::App& app) {
   cmd->add_option("--max-len", o->max_len,
                   "Tokens per example (default: the length the model was finetuned with)");
   cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->capture_default_str();
+  cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--max-examples", o->max_examples, "Evenly spread subset (0: all)")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No summary on stderr");
   cmd->callback([o] {
     Stopwatch clock;
     ClassifierBundle cb = load_classifier(o->model, true);
+    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
     const int64_t max_len = o->max_len > 0 ? o->max_len : cb.task.max_len;
     LF_CHECK(max_len <= cb.model->config().max_len, "--max-len ", max_len,
              " exceeds the model's max_len ", cb.model->config().max_len);
@@ -71,6 +75,7 @@ void add_evaluate(CLI::App& app) {
     j["max_len"] = max_len;
     j["seconds"] = clock.seconds();
     j["activation_bytes"] = cb.model->activation_bytes();
+    j["compute"] = compute_type_name(cb.model->compute_type());
     if (o->json_out.empty() || o->json_out == "-")
       std::printf("%s\n", j.dump(2).c_str());
     else

@@ -23,6 +23,7 @@ void add_predict(CLI::App& app) {
       "sorted by length and run in padded, padding-masked batches; output keeps the input order.\n"
       "Example: echo 'a gripping , beautiful film' | linformer predict --model runs/sst2/best");
   struct Opts {
+    bool bf16 = false;
     std::string model, input = "-", output, format = "auto", bad_rows = "stop";
     int64_t max_len = 0, batch_size = 32, chunk = 4096;
   };
@@ -40,10 +41,12 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--max-len", o->max_len,
                   "Tokens per example (default: the length the model was finetuned with)");
   cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->capture_default_str();
+  cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
       ->capture_default_str();
   cmd->callback([o] {
     ClassifierBundle cb = load_classifier(o->model, true);
+    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
     const int64_t max_len = checked_max_len(o->max_len, cb);
     std::ifstream file;
     std::istream* in = open_input(o->input, &file);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
 #include "linformer/config.h"
 
 namespace lf {
@@ -42,6 +43,7 @@ class Model {
   const Config& config() const;
   const std::vector<ParamInfo>& params() const;
   size_t num_params() const;
+  // Mutable access to parameters counts as changing them (see weights_changed()).
   float* param_data();
   float* grad_data();
   const ParamInfo* find(const std::string& name) const;  // null if absent
@@ -73,7 +75,8 @@ class Model {
   // Encoder backward from the accumulated hidden-state gradient into parameter gradients.
   void backward();
 
-  // Bytes the engine holds for activations and scratch at its largest shape so far.
+  // Bytes the engine holds for activations and scratch at its largest shape so far
+  // (including the per-thread bf16 input copies of bf16 inference).
   size_t activation_bytes() const;
 
   // Softmax attention probabilities of a layer, [B, H, N, Lk] (Lk = N for standard attention,
@@ -84,8 +87,23 @@ class Model {
   // dry run used to size batches to a memory budget. Independent of the current state.
   size_t forward_bytes(int64_t B, int64_t N, bool train, bool padded = false) const;
   // Bytes of parameter storage, plus gradient storage once it exists (it is allocated on
-  // the first training forward or gradient access; inference never allocates it).
+  // the first training forward or gradient access; inference never allocates it), plus the
+  // packed inference weights while they exist.
   size_t param_bytes() const;
+  // Bytes the packed inference weights take for the current compute type once packed (0 for
+  // f32, which uses the parameters in place): for sizing ahead of the first forward.
+  size_t packed_weight_bytes() const;
+
+  // Precision of inference (train = false) products; training is unaffected. bf16 rounds the
+  // encoder's linear-map weights to bfloat16 once, packed for oneDNN, and their inputs per
+  // call; products accumulate in f32 and everything else stays f32 (see compute_type.h).
+  // Outputs then differ from f32 by about 1e-2 relative. The packed copy is rebuilt on the
+  // first inference forward after the parameters change: init, param(), param_data(), a
+  // training forward, or weights_changed(). Call weights_changed() after writing parameters
+  // through a pointer kept from earlier.
+  void set_compute_type(ComputeType t);
+  ComputeType compute_type() const;
+  void weights_changed();
 
   // How inference (train = false) computes standard attention; all three give the same
   // function (to float rounding), training is unaffected, Linformer attention ignores it.

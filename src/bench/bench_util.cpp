@@ -9,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "kernels/gemm.h"
+#include "kernels/packed_linear.h"
 #include "linformer/model.h"
 
 namespace lf::bench {
@@ -45,7 +46,7 @@ double encoder_flops(const Config& cfg, int64_t n) {
 }
 
 size_t engine_bytes(const Model& m, int64_t B, int64_t n) {
-  return m.param_bytes() + m.forward_bytes(B, n, false) +
+  return m.param_bytes() + m.packed_weight_bytes() + m.forward_bytes(B, n, false) +
          static_cast<size_t>(B * n) * sizeof(int32_t);
 }
 
@@ -103,6 +104,23 @@ double sgemm_gflops(int64_t M, int64_t N, int64_t K, int reps) {
     gemm(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
     const double t = now_seconds() - t0;
     if (r > 0) best = std::min(best, t);  // r = 0 is the warm-up
+  }
+  return 2.0 * M * N * K / best / 1e9;
+}
+
+double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
+  if (t == ComputeType::f32) return sgemm_gflops(M, N, K, reps);
+  Buffer<float> a(M * K), w(N * K), c(M * N);
+  for (int64_t i = 0; i < M * K; ++i) a[i] = static_cast<float>((i * 7) % 13) * 0.01f;
+  for (int64_t i = 0; i < N * K; ++i) w[i] = static_cast<float>((i * 5) % 11) * 0.01f;
+  PackedLinear pl;
+  pl.pack(w.data(), N, K, t);
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    const double t0 = now_seconds();
+    pl.apply(c.data(), a.data(), M, nullptr, PackedLinear::Epilogue::store);
+    const double dt = now_seconds() - t0;
+    if (r > 0) best = std::min(best, dt);
   }
   return 2.0 * M * N * K / best / 1e9;
 }

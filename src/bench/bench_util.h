@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "linformer/compute_type.h"
 #include "linformer/config.h"
 
 namespace lf {
@@ -22,7 +23,8 @@ double encoder_flops(const Config& cfg, int64_t n);
 double layer_flops(const Config& cfg, int64_t l, int64_t n);
 
 // Bytes the engine accounts for a forward pass of (B, n) in inference: parameters (and
-// gradients if allocated) + activations and scratch (Model::forward_bytes) + the input ids.
+// gradients if allocated) + packed inference weights + activations and scratch
+// (Model::forward_bytes) + the input ids.
 size_t engine_bytes(const Model& m, int64_t B, int64_t n);
 // Largest B <= cap with engine_bytes(m, B, n) <= budget (0 if batch 1 does not fit).
 int64_t max_batch(const Model& m, int64_t n, size_t budget, int64_t cap = int64_t(1) << 24);
@@ -37,6 +39,9 @@ size_t mem_total_bytes();
 // GFLOP/s of a C[M,N] = A[M,K] B[N,K]^T sgemm (the engine's linear-layer form), best of
 // `reps` after one warm-up, on all threads.
 double sgemm_gflops(int64_t M, int64_t N, int64_t K, int reps = 5);
+// The same product in the inference form of a compute type: sgemm for f32; for bf16 a packed
+// bf16 weight (PackedLinear), input rounding included.
+double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps = 5);
 
 // Seconds on a steady clock.
 double now_seconds();

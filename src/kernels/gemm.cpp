@@ -2,6 +2,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,27 +12,35 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/dnnl_util.h"
 
 namespace lf {
 
 namespace {
 
-std::atomic<GemmPrecision> g_precision{GemmPrecision::f32};
+inline uint16_t bf16_round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
 
-// Round-to-nearest-even f32 -> bf16 of a rows x cols block with leading dimension ld,
-// packed densely (leading dimension cols).
+void to_bf16_row(uint16_t* d, const float* s, int64_t n) {
+  int64_t c = 0;
+#if defined(__AVX512BF16__)
+  for (; c + 32 <= n; c += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(s + c));
+    _mm512_storeu_si512(d + c, reinterpret_cast<const __m512i&>(v));
+  }
+#endif
+  for (; c < n; ++c) d[c] = bf16_round(s[c]);
+}
+
+}  // namespace
+
 void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const float* s = src + r * ld;
-                   uint16_t* d = dst + r * cols;
-                   for (int64_t c = 0; c < cols; ++c) {
-                     uint32_t u;
-                     std::memcpy(&u, &s[c], 4);
-                     d[c] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-                   }
-                 }
+                 for (int64_t r = r0; r < r1; ++r) to_bf16_row(dst + r * cols, src + r * ld, cols);
                });
 }
 
@@ -38,6 +48,10 @@ const dnnl::engine& cpu_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
+
+namespace {
+
+std::atomic<GemmPrecision> g_precision{GemmPrecision::f32};
 
 // C = alpha op(A) op(B) + beta C with bf16 inputs through a oneDNN matmul primitive
 // (oneDNN caches primitives by shape, so repeated shapes are cheap).

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/packed_linear.h"
 #include "layers/attention.h"
 
 namespace lf {
@@ -38,6 +39,7 @@ enum class Path {
 
 struct Linear {
   float *w = nullptr, *b = nullptr;
+  PackedLinear packed;  // inference copy of w in the compute type (when packed)
 };
 struct Norm {
   float *w = nullptr, *b = nullptr;
@@ -130,6 +132,11 @@ struct Model::Impl : Layout {
   bool have_grad_batch = false;
   // Inference option: how standard attention is computed (Model::set_exact_attention).
   Model::ExactAttention exact = Model::ExactAttention::tiled;
+  // Inference option: precision of the encoder's linear maps (Model::set_compute_type). For
+  // bf16 the weights are packed on the first inference forward after any parameter change.
+  ComputeType compute = ComputeType::f32;
+  bool packed_current = false;
+  size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
 
   // Head workspace.
   Arena head_arena;
@@ -153,7 +160,12 @@ struct Model::Impl : Layout {
     auto it = index.find(name);
     return it == index.end() ? nullptr : &table[it->second];
   }
-  Linear lin(const std::string& prefix) { return {P(prefix + ".weight"), P(prefix + ".bias")}; }
+  Linear lin(const std::string& prefix) {
+    Linear l;
+    l.w = P(prefix + ".weight");
+    l.b = P(prefix + ".bias");
+    return l;
+  }
   Norm norm(const std::string& prefix) { return {P(prefix + ".weight"), P(prefix + ".bias")}; }
 
   explicit Impl(const Config& c) : cfg(c) {
@@ -242,7 +254,7 @@ struct Model::Impl : Layout {
         else
           L.path = Path::project_input;
       }
-      layers.push_back(L);
+      layers.push_back(std::move(L));
     }
   }
 
@@ -279,6 +291,60 @@ struct Model::Impl : Layout {
           dc[h * s.window + u] += e;
         }
     s.deff.zero();
+  }
+
+  // The encoder's linear maps with their shapes, for packing.
+  template <typename F>
+  void for_each_encoder_linear(F f) {
+    const int64_t D = cfg.d_model, Fd = cfg.d_ff;
+    for (auto& lp : layers) {
+      for (Linear* l : {&lp.q, &lp.k, &lp.v, &lp.ao}) f(*l, D, D);
+      f(lp.inter, Fd, D);
+      f(lp.out, D, Fd);
+    }
+  }
+  // Packs the weights for the compute type if they changed since the last packing (f32
+  // inference uses the parameters directly and packs nothing).
+  void ensure_packed() {
+    if (compute == ComputeType::f32 || packed_current) return;
+    for_each_encoder_linear([&](Linear& l, int64_t out, int64_t in) {
+      l.packed.pack(l.w, out, in, compute);
+    });
+    packed_current = true;
+  }
+  // Parameters may have changed: drop the packed copies (repacked when next needed).
+  void weights_changed() {
+    if (!packed_current) return;
+    for_each_encoder_linear([](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
+    packed_current = false;
+  }
+  size_t packed_bytes() const {
+    size_t b = 0;
+    for (const auto& lp : layers)
+      for (const Linear* l : {&lp.q, &lp.k, &lp.v, &lp.ao, &lp.inter, &lp.out})
+        b += l->packed.packed() ? l->packed.bytes() : 0;
+    return b;
+  }
+
+  // An inference linear map out = epi(x W^T + bias) for W [out_f, in] (Epilogue as in
+  // PackedLinear): through the packed weights when the compute type packs them, else sgemm
+  // on the parameters.
+  using Epi = PackedLinear::Epilogue;
+  static void infer_linear(float* out, const float* x, int64_t rows, const Linear& L,
+                           const float* bias, int64_t in, int64_t out_f, Epi e) {
+    if (L.packed.packed()) {
+      L.packed.apply(out, x, rows, bias, e);
+      return;
+    }
+    if (e == Epi::accumulate) {
+      if (bias)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < out_f; ++c) out[r * out_f + c] += bias[c];
+      gemm(false, true, rows, out_f, in, 1.f, x, in, L.w, in, 1.f, out, out_f);
+      return;
+    }
+    linear_forward(out, x, L.w, bias, rows, in, out_f);
+    if (e == Epi::gelu) gelu_forward(out, out, rows * out_f);
   }
 
   // Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
@@ -470,7 +536,12 @@ struct Model::Impl : Layout {
   // Bytes of activations and scratch forward() needs for this shape (no allocation).
   size_t forward_bytes(int64_t B, int64_t N, bool train, bool masked) const {
     Layout tmp_layout;
-    return carve(nullptr, tmp_layout, B, N, train, masked);
+    return carve(nullptr, tmp_layout, B, N, train, masked) + (train ? 0 : input_copy_bytes());
+  }
+  // Per-thread bf16 copies of product inputs the packed linear maps hold (upper bound).
+  size_t input_copy_bytes() const {
+    return num_threads() *
+           PackedLinear::scratch_bytes(std::max(cfg.d_model, cfg.d_ff), compute);
   }
 
   void forward(const Batch& batch, bool is_train, uint64_t dropout_seed) {
@@ -515,6 +586,12 @@ struct Model::Impl : Layout {
       static_cast<Layout&>(*this) = std::move(lay);
     }
     have_grad_batch = train;
+    if (train) {
+      weights_changed();  // a training step follows: packed copies would go stale
+    } else {
+      ensure_packed();
+      input_copies = std::max(input_copies, input_copy_bytes());
+    }
     if (train) {
       gbase();
       std::memset(dhid, 0, R * cfg.d_model * sizeof(float));
@@ -694,13 +771,13 @@ struct Model::Impl : Layout {
     const int64_t K = lp.K;
     switch (lp.path) {
       case Path::standard:
-        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
-        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
+        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
         kk = A.k, vv = A.v, key_mask = mask;
         if (exact != Model::ExactAttention::streaming) {
           // The textbook algorithm: full N x N score matrices, one per thread at a time
           // (tiled) or all of the batch at once (materialized, into A.probs).
-          linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D);
+          infer_linear(A.q, attn_in, R, lp.q, lp.q.b, D, D, Epi::store);
           attention_forward(A.ctx, A.probs, A.q, kk, vv, key_mask, d, scale, 0.f, 0, 0, scratch);
           ctx_all = A.ctx;
         }
@@ -712,16 +789,16 @@ struct Model::Impl : Layout {
         if (lp.slot_v != lp.slot_k)
           seq_project_forward_lowmem(A.xpv, D, A.emv, slot_E(slots[lp.slot_v]), cfg.max_len,
                                      attn_in, D, mask, B, N, K, D, proj_scratch, kProjColumns);
-        linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D);
+        infer_linear(A.kp, A.xpk, B * K, lp.k, nullptr, D, D, Epi::store);
         add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-        linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D);
+        infer_linear(A.vp, A.xpv, B * K, lp.v, nullptr, D, D, Epi::store);
         add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
         kk = A.kp, vv = A.vp;
         break;
       }
       case Path::project_keys:
-        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
-        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
+        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
         zero_padded_rows(A.k, D);
         zero_padded_rows(A.v, D);
         project_heads_forward(A.kp, A.k, slots[lp.slot_k], K);
@@ -730,8 +807,8 @@ struct Model::Impl : Layout {
         break;
       case Path::max_pool: {
         const int64_t w = cfg.max_len / K;
-        linear_forward(A.k, attn_in, lp.k.w, lp.k.b, R, D, D);
-        linear_forward(A.v, attn_in, lp.v.w, lp.v.b, R, D, D);
+        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
+        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
         max_pool_forward(A.kp, A.argk, A.k, mask, B, N, K, w, D);
         max_pool_forward(A.vp, A.argv, A.v, mask, B, N, K, w, D);
         kk = A.kp, vv = A.vp;
@@ -762,7 +839,7 @@ struct Model::Impl : Layout {
         if (ctx_all) {
           ctx = ctx_all + g * D;
         } else {
-          linear_forward(wq, attn_in + g * D, lp.q.w, lp.q.b, rows, D, D);
+          infer_linear(wq, attn_in + g * D, rows, lp.q, lp.q.b, D, D, Epi::store);
           if (stream)
             attention_streaming_rows(wc, wq, kk, vv, key_mask, d, b, i0, i0 + rows, scale, watt);
           else
@@ -776,7 +853,7 @@ struct Model::Impl : Layout {
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) ar[c] = xr[c] + lp.ao.b[c];
         }
-        gemm(false, true, rows, D, D, 1.f, ctx, D, lp.ao.w, D, 1.f, wa, D);
+        infer_linear(wa, ctx, rows, lp.ao, nullptr, D, D, Epi::accumulate);
         const float* base;
         if (!pre) {
           layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_attn.w, lp.ln_attn.b, rows, D, eps);
@@ -785,8 +862,7 @@ struct Model::Impl : Layout {
           layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
           base = wa;
         }
-        linear_forward(wh, wy, lp.inter.w, lp.inter.b, rows, D, F);
-        gelu_forward(wh, wh, rows * F);
+        infer_linear(wh, wy, rows, lp.inter, lp.inter.b, D, F, Epi::gelu);
         float* xo = x_out + g * D;
         for (int64_t r = 0; r < rows; ++r) {
           float* o = xo + r * D;
@@ -794,7 +870,7 @@ struct Model::Impl : Layout {
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) o[c] = br[c] + lp.out.b[c];
         }
-        gemm(false, true, rows, D, F, 1.f, wh, F, lp.out.w, F, 1.f, xo, D);
+        infer_linear(xo, wh, rows, lp.out, nullptr, F, D, Epi::accumulate);
         if (!pre)
           layernorm_forward(xo, nullptr, nullptr, xo, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
       }
@@ -1124,15 +1200,24 @@ size_t Model::num_params() const {
   for (auto& p : impl_->table) n += p.numel;
   return n;
 }
-float* Model::param_data() { return impl_->params.data(); }
+float* Model::param_data() {
+  impl_->weights_changed();
+  return impl_->params.data();
+}
 float* Model::grad_data() { return impl_->gbase(); }
 const ParamInfo* Model::find(const std::string& name) const { return impl_->info(name); }
-float* Model::param(const std::string& name) { return impl_->P(name); }
+float* Model::param(const std::string& name) {
+  impl_->weights_changed();
+  return impl_->P(name);
+}
+void Model::weights_changed() { impl_->weights_changed(); }
 float* Model::grad(const std::string& name) { return impl_->grad_of(impl_->P(name)); }
 void Model::init(uint64_t seed) {
+  impl_->weights_changed();
   for (auto& p : impl_->table) impl_->init_param(p, seed);
 }
 void Model::init_some(uint64_t seed, const std::vector<std::string>& names) {
+  impl_->weights_changed();
   for (auto& n : names) {
     const ParamInfo* p = impl_->info(n);
     LF_CHECK(p, "init: no parameter named '", n, "'");
@@ -1174,7 +1259,7 @@ double Model::cls_loss(const int32_t* labels, bool grad, float weight) {
 void Model::cls_logits(float* out) { impl_->cls_forward_backward(nullptr, false, 0.f, out); }
 void Model::backward() { impl_->backward(); }
 size_t Model::activation_bytes() const {
-  return impl_->arena.capacity() + impl_->head_arena.capacity();
+  return impl_->arena.capacity() + impl_->head_arena.capacity() + impl_->input_copies;
 }
 size_t Model::forward_bytes(int64_t B, int64_t N, bool train, bool padded) const {
   return impl_->forward_bytes(B, N, train, padded);
@@ -1185,6 +1270,22 @@ size_t Model::param_bytes() const {
   for (const auto& s : m.slots) b += (s.eff.size() + s.deff.size()) * sizeof(float);
   return b;
 }
+size_t Model::packed_weight_bytes() const {
+  const Impl& m = *impl_;
+  if (m.compute == ComputeType::f32) return 0;
+  if (m.packed_current) return m.packed_bytes();
+  const int64_t D = m.cfg.d_model, F = m.cfg.d_ff;
+  const size_t per_layer = 4 * PackedLinear::packed_bytes(D, D, m.compute) +
+                           PackedLinear::packed_bytes(F, D, m.compute) +
+                           PackedLinear::packed_bytes(D, F, m.compute);
+  return m.cfg.n_layers * per_layer;
+}
+void Model::set_compute_type(ComputeType t) {
+  if (t == impl_->compute) return;
+  impl_->weights_changed();
+  impl_->compute = t;
+}
+ComputeType Model::compute_type() const { return impl_->compute; }
 void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
 Model::ExactAttention Model::exact_attention() const { return impl_->exact; }
 

@@ -1,0 +1,171 @@
+#include "kernels/packed_linear.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "kernels/dnnl_util.h"
+
+namespace lf {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dt dnnl_type(ComputeType t) { return t == ComputeType::bf16 ? dt::bf16 : dt::f32; }
+
+// Grow-only per-thread scratch.
+template <typename T>
+T* grow(Buffer<T>& b, size_t count) {
+  if (b.size() < count) b.resize(count);
+  return b.data();
+}
+
+}  // namespace
+
+struct PackedLinear::Impl {
+  ComputeType type = ComputeType::f32;
+  int64_t N = 0, K = 0;  // out, in features
+  dnnl::memory::desc wdesc;
+  Buffer<uint8_t> weights;
+
+  // One primitive per (rows, epilogue, bias, called from a parallel region): oneDNN tunes
+  // its blocking to the shape and to the threads it may use.
+  struct Entry {
+    int64_t M;
+    Epilogue e;
+    bool bias, nested;
+    dnnl::matmul prim;
+    size_t scratch;
+  };
+  mutable std::mutex mu;
+  mutable std::deque<Entry> cache;
+
+  // weights: the packed layout, or `any` to let oneDNN choose it.
+  dnnl::matmul::primitive_desc make_pd(int64_t M, Epilogue e, bool bias,
+                                       const dnnl::memory::desc& weights_md) const {
+    const dt t = dnnl_type(type);
+    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, dt::f32, tag::ab);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::post_ops po;
+    if (e == Epilogue::gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    if (e == Epilogue::accumulate) po.append_sum(1.f);
+    attr.set_post_ops(po);
+    if (bias) {
+      dnnl::memory::desc b({1, N}, dt::f32, tag::ab);
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights_md, b, dst), attr,
+                                          cpu_engine());
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights_md, dst), attr,
+                                        cpu_engine());
+  }
+
+  // The layout oneDNN picks for a block of kMaxRows rows; it serves every row count.
+  dnnl::memory::desc packed_desc() const {
+    const dnnl::memory::desc any({K, N}, dnnl_type(type), tag::any);
+    return make_pd(kMaxRows, Epilogue::store, true, any).weights_desc();
+  }
+
+  const Entry& get(int64_t M, Epilogue e, bool bias, bool nested) const {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Entry& en : cache)
+      if (en.M == M && en.e == e && en.bias == bias && en.nested == nested) return en;
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = make_pd(M, e, bias, wdesc);
+    } catch (const dnnl::error& err) {
+      fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", M, "x",
+              K, " times ", K, "x", N, " with the packed weight layout (", err.what(), ")");
+    }
+    cache.push_back(Entry{M, e, bias, nested, dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
+    return cache.back();
+  }
+};
+
+PackedLinear::PackedLinear() : impl_(std::make_unique<Impl>()) {}
+PackedLinear::~PackedLinear() = default;
+PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
+PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
+
+void PackedLinear::pack(const float* W, int64_t out_features, int64_t in_features,
+                        ComputeType type) {
+  LF_CHECK(out_features > 0 && in_features > 0, "packed linear: empty weight (", out_features,
+           "x", in_features, ")");
+  auto im = std::make_unique<Impl>();
+  im->type = type;
+  im->N = out_features;
+  im->K = in_features;
+  im->wdesc = im->packed_desc();
+  im->weights.resize(im->wdesc.get_size());
+  // W [N, K] row-major is the logical [K, N] matrix in `ba` order; the reorder rounds to bf16.
+  dnnl::memory src({{in_features, out_features}, dt::f32, tag::ba}, cpu_engine(),
+                   const_cast<float*>(W));
+  dnnl::memory dst(im->wdesc, cpu_engine(), im->weights.data());
+  dnnl::stream strm(cpu_engine());
+  dnnl::reorder(src, dst).execute(strm, src, dst);
+  strm.wait();
+  impl_ = std::move(im);
+}
+
+bool PackedLinear::packed() const { return impl_->N > 0; }
+ComputeType PackedLinear::type() const { return impl_->type; }
+int64_t PackedLinear::in_features() const { return impl_->K; }
+int64_t PackedLinear::out_features() const { return impl_->N; }
+size_t PackedLinear::bytes() const { return impl_->weights.size(); }
+
+size_t PackedLinear::packed_bytes(int64_t out_features, int64_t in_features, ComputeType type) {
+  Impl im;
+  im.type = type;
+  im.N = out_features;
+  im.K = in_features;
+  return im.packed_desc().get_size();
+}
+
+size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
+  return type == ComputeType::bf16 ? kMaxRows * in_features * sizeof(uint16_t) : 0;
+}
+
+void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias,
+                         Epilogue e) const {
+  const Impl& im = *impl_;
+  LF_CHECK(im.N > 0, "packed linear: apply() before pack()");
+  if (rows <= 0) return;
+  thread_local dnnl::stream strm(cpu_engine());
+  thread_local Buffer<uint16_t> xb;
+  thread_local Buffer<uint8_t> pad;
+  const bool nested = omp_in_parallel();
+  const dt t = dnnl_type(im.type);
+  const dnnl::memory wm(im.wdesc, cpu_engine(), const_cast<uint8_t*>(im.weights.data()));
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const int64_t M = std::min(kMaxRows, rows - r0);
+    const Impl::Entry& en = im.get(M, e, bias != nullptr, nested);
+    void* src = const_cast<float*>(x + r0 * im.K);
+    if (im.type == ComputeType::bf16) {
+      uint16_t* b = grow(xb, static_cast<size_t>(M * im.K));
+      to_bf16(b, x + r0 * im.K, M, im.K, im.K);
+      src = b;
+    }
+    dnnl::memory sm({{M, im.K}, t, tag::ab}, cpu_engine(), src);
+    dnnl::memory dm({{M, im.N}, dt::f32, tag::ab}, cpu_engine(), out + r0 * im.N);
+    dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
+                    grow(pad, std::max<size_t>(en.scratch, 1)));
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, sm},
+                                               {DNNL_ARG_WEIGHTS, wm},
+                                               {DNNL_ARG_DST, dm},
+                                               {DNNL_ARG_SCRATCHPAD, pm}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, im.N}, dt::f32, tag::ab}, cpu_engine(),
+                                               const_cast<float*>(bias)));
+    en.prim.execute(strm, args);
+  }
+  strm.wait();
+}
+
+}  // namespace lf

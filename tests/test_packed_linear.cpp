@@ -1,0 +1,126 @@
+// Packed-weight linear maps (inference products): every epilogue, both compute types, row
+// counts below, at and above the block size, called from inside and outside a parallel
+// region, against a double-precision reference on the same (bf16-rounded) inputs.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/packed_linear.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+float round_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+using Epi = PackedLinear::Epilogue;
+
+// out = epi(x W^T + b), in double from the given (possibly rounded) inputs.
+std::vector<float> reference(const std::vector<float>& x, const std::vector<float>& W,
+                             const float* b, std::vector<float> out, int64_t rows, int64_t N,
+                             int64_t K, Epi e, bool bf16) {
+  auto r = [&](float v) { return bf16 ? round_bf16(v) : v; };
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = b ? b[j] : 0.0;
+      for (int64_t p = 0; p < K; ++p) acc += double(r(x[i * K + p])) * r(W[j * K + p]);
+      if (e == Epi::gelu) acc = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
+      float& o = out[i * N + j];
+      o = static_cast<float>(e == Epi::accumulate ? o + acc : acc);
+    }
+  return out;
+}
+
+void check(ComputeType t, int64_t rows, Epi e, bool with_bias, bool nested) {
+  const int64_t N = 72, K = 136;
+  auto W = test::random_vec(N * K, 11);
+  auto x = test::random_vec(rows * K, 12);
+  auto b = test::random_vec(N, 13);
+  auto out = test::random_vec(rows * N, 14);
+  PackedLinear pl;
+  pl.pack(W.data(), N, K, t);
+  const auto want = reference(x, W, with_bias ? b.data() : nullptr, out, rows, N, K, e,
+                              t == ComputeType::bf16);
+  const float* bias = with_bias ? b.data() : nullptr;
+  if (nested) {
+    // Each of two threads maps its own half of the rows, one core each.
+    const int64_t half = rows / 2;
+#pragma omp parallel num_threads(2)
+    {
+      const int64_t r0 = omp_get_thread_num() == 0 ? 0 : half;
+      const int64_t r1 = omp_get_thread_num() == 0 ? half : rows;
+      pl.apply(out.data() + r0 * N, x.data() + r0 * K, r1 - r0, bias, e);
+    }
+  } else {
+    pl.apply(out.data(), x.data(), rows, bias, e);
+  }
+  // Inputs are the same rounded values on both sides: only f32 accumulation order differs.
+  double worst = 0;
+  for (int64_t i = 0; i < rows * N; ++i)
+    worst = std::max(worst, std::abs(double(out[i]) - want[i]) / (1.0 + std::abs(want[i])));
+  EXPECT_LT(worst, 2e-5) << compute_type_name(t) << " rows=" << rows << " epi=" << int(e)
+                         << " bias=" << with_bias << " nested=" << nested;
+}
+
+TEST(PackedLinear, MatchesReferenceForEveryEpilogueAndShape) {
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16})
+    for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{256}, PackedLinear::kMaxRows + 300})
+      for (Epi e : {Epi::store, Epi::gelu, Epi::accumulate})
+        for (bool bias : {true, false})
+          for (bool nested : {false, true}) check(t, rows, e, bias, nested);
+}
+
+TEST(PackedLinear, Bf16RoundsInputsAndF32DoesNot) {
+  // The bf16 result must differ from the unrounded product (the rounding really happens)
+  // by about bf16's precision, and the f32 result must not.
+  const int64_t N = 64, K = 256, rows = 32;
+  auto W = test::random_vec(N * K, 21);
+  auto x = test::random_vec(rows * K, 22);
+  std::vector<float> zero(rows * N, 0.f);
+  const auto exact = reference(x, W, nullptr, zero, rows, N, K, Epi::store, false);
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+    PackedLinear pl;
+    pl.pack(W.data(), N, K, t);
+    std::vector<float> out(rows * N);
+    pl.apply(out.data(), x.data(), rows, nullptr, Epi::store);
+    const double rel = test::rel_error(out.data(), exact.data(), out.size());
+    if (t == ComputeType::f32) {
+      EXPECT_LT(rel, 1e-6);
+    } else {
+      EXPECT_GT(rel, 1e-4);
+      EXPECT_LT(rel, 1e-2);
+    }
+  }
+}
+
+TEST(PackedLinear, WeightsAreCopiedAtPackTime) {
+  const int64_t N = 16, K = 32;
+  auto W = test::random_vec(N * K, 31);
+  auto x = test::random_vec(4 * K, 32);
+  PackedLinear pl;
+  pl.pack(W.data(), N, K, ComputeType::f32);
+  std::vector<float> before(4 * N), after(4 * N);
+  pl.apply(before.data(), x.data(), 4, nullptr, Epi::store);
+  for (float& w : W) w = 0.f;
+  pl.apply(after.data(), x.data(), 4, nullptr, Epi::store);
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(pl.bytes() >= size_t(N * K * 4), true);
+}
+
+TEST(PackedLinear, RejectsUseBeforePackAndEmptyWeights) {
+  PackedLinear pl;
+  float y = 0, x = 0;
+  EXPECT_THROW(pl.apply(&y, &x, 1, nullptr, Epi::store), Error);
+  EXPECT_THROW(pl.pack(&x, 0, 4, ComputeType::bf16), Error);
+}
+
+}  // namespace
+}  // namespace lf
