@@ -9,11 +9,21 @@ PyTorch's time per sequence next to ours (from `linformer bench --json`) with th
 
   /usr/bin/python3 bench/pytorch/bench_torch.py --binary build/linformer
   /usr/bin/python3 bench/pytorch/bench_torch.py --ours ours.json   # reuse a bench JSON
+  /usr/bin/python3 bench/pytorch/bench_torch.py --dtype f32-mkldnn bf16   # a row per dtype
+
+--dtype (one or more; PyTorch's best set-up in each precision):
+  f32           plain eager f32, matrix products through the OpenBLAS build of --blas (default)
+  f32-mkldnn    f32, the nn.Linear layers made MkldnnLinear (torch.utils.mkldnn.to_mkldnn, oneDNN)
+  bf16          torch.autocast("cpu", bfloat16): bf16 products (softmax, GELU on them), LayerNorm f32
+  bf16-weights  the whole model .to(torch.bfloat16): weights and activations all bf16
+f32 rows are compared with our f32 records, bf16 rows with our `"compute": "bf16"` records
+(`linformer bench --bf16`, run as well when a bf16 dtype is asked for and --ours is not given).
 
 Batch = max(1, batch_tokens // n) sequences (the timed batch of `linformer bench`), random
 token ids, no padding; median of --reps runs after one warm-up, under torch.inference_mode().
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -50,6 +60,24 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 import torch.nn.functional as Fn
+import torch.utils.mkldnn  # noqa: E402
+
+DTYPES = ["f32", "f32-mkldnn", "bf16", "bf16-weights"]
+
+
+def compute(dtype):  # the precision of ours to compare with: "f32" or "bf16"
+    return "bf16" if dtype.startswith("bf16") else "f32"
+
+
+def prepare(model, dtype):
+    """The model in the --dtype set-up, and the context its forward runs under."""
+    if dtype == "f32-mkldnn":
+        model = torch.utils.mkldnn.to_mkldnn(model)  # nn.Linear -> MkldnnLinear, dense in/out
+    elif dtype == "bf16-weights":
+        model = model.to(torch.bfloat16)
+    if dtype == "bf16":
+        return model, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    return model, contextlib.nullcontext
 
 
 class Layer(torch.nn.Module):
@@ -114,7 +142,7 @@ def layer_flops(attention, n, k, d, dff):
     return f
 
 
-def time_torch(args, attention, n, k, layers):
+def time_torch(args, attention, n, k, layers, dtype):
     torch.manual_seed(0)
     B = max(1, args.batch_tokens // n)
     if attention == "standard":  # scores and probabilities: two [B, h, n, n] float tensors
@@ -123,7 +151,8 @@ def time_torch(args, attention, n, k, layers):
             return None, B, "needs %.1f GiB for [B,h,n,n] scores" % (need / 2**30)
     model = Encoder(layers, args.d_model, args.heads, args.d_ff, args.vocab, attention, n, k).eval()
     ids = torch.randint(0, args.vocab, (B, n))
-    with torch.inference_mode():
+    model, ctx = prepare(model, dtype)
+    with torch.inference_mode(), ctx():
         t0 = time.perf_counter()
         model(ids)
         warm = time.perf_counter() - t0
@@ -138,6 +167,7 @@ def time_torch(args, attention, n, k, layers):
 
 
 def ours(args, layers):
+    """Our bench records for these layers; "compute" (absent: f32) tells f32 from bf16."""
     if args.ours:
         with open(args.ours) as f:
             doc = json.load(f)
@@ -146,20 +176,27 @@ def ours(args, layers):
            "--batch-tokens", str(args.batch_tokens), "--attention", "standard", "linformer",
            "--d-model", str(args.d_model), "--heads", str(args.heads), "--d-ff", str(args.d_ff),
            "--vocab", str(args.vocab), "--n"] + [str(n) for n in args.n] + ["--k", str(args.k)]
-    print("running:", " ".join(cmd), file=sys.stderr)
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
-    doc = json.loads(out)
-    args.sgemm = doc["meta"]["sgemm_gflops"]
-    return doc["runs"]
+    runs = []
+    for c in sorted({compute(d) for d in args.dtype}, reverse=True):  # f32 first
+        run = cmd + (["--bf16"] if c == "bf16" else [])
+        print("running:", " ".join(run), file=sys.stderr)
+        doc = json.loads(subprocess.run(run, check=True, stdout=subprocess.PIPE).stdout)
+        if c == "f32":
+            args.sgemm = doc["meta"]["sgemm_gflops"]
+        runs += [dict(r, compute=r.get("compute", c)) for r in doc["runs"]]
+    return runs
 
 
-def torch_gemm_gflops():
-    a, w = torch.randn(4096, 768), torch.randn(3072, 768)
+def torch_gemm_gflops(dtype):
+    """The 4096x3072x768 product (a Linear 768 -> 3072 on 4096 rows) in the --dtype set-up."""
+    lin, ctx = prepare(torch.nn.Linear(768, 3072).eval(), dtype)
+    a = torch.randn(4096, 768, dtype=torch.bfloat16 if dtype == "bf16-weights" else torch.float)
     best = 1e9
-    for _ in range(4):
-        t0 = time.perf_counter()
-        a @ w.T
-        best = min(best, time.perf_counter() - t0)
+    with torch.inference_mode(), ctx():
+        for _ in range(5):
+            t0 = time.perf_counter()
+            lin(a)
+            best = min(best, time.perf_counter() - t0)
     return 2 * 4096 * 3072 * 768 / best / 1e9
 
 
@@ -171,6 +208,8 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--k", type=int, default=128)
     ap.add_argument("--attention", nargs="+", default=["linformer", "standard"])
+    ap.add_argument("--dtype", nargs="+", choices=DTYPES, default=["f32"],
+                    help="PyTorch set-up(s) to time, a row each (see above; default f32)")
     ap.add_argument("--d-model", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--d-ff", type=int, default=3072)
@@ -186,9 +225,10 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.sgemm = None
-    tg = torch_gemm_gflops()
-    print("PyTorch matmul 4096x3072x768: %.0f GFLOP/s" % tg, file=sys.stderr)
-    if tg < 20:
+    tg = {d: torch_gemm_gflops(d) for d in args.dtype}
+    print("PyTorch matmul 4096x3072x768 GFLOP/s: %s" % ", ".join(
+        "%s %.0f" % (d, g) for d, g in tg.items()), file=sys.stderr)
+    if tg.get("f32", 1e9) < 20:
         print("warning: PyTorch's BLAS is very slow (Debian's default libblas3 is the reference "
               "BLAS); install libopenblas0-openmp (scripts/setup.sh --bench) for a fair comparison", file=sys.stderr)
     rows = []
@@ -198,25 +238,28 @@ def main():
             for attention in args.attention:
                 if attention == "linformer" and args.k >= n:
                     continue
-                r = next((r for r in mine if r["attention"] == attention and r["n"] == n and
-                          (attention != "linformer" or r.get("k") == args.k)), None)
-                o = r["seconds_per_sequence"] if r and r.get("status") == "ok" else None
-                t, B, note = time_torch(args, attention, n, args.k, layers)
-                fl = layers * layer_flops(attention, n, args.k, args.d_model, args.d_ff)
-                rows.append((layers, attention, n, B, t, o, fl, note))
-                print("layers %2d %-9s n=%5d B=%3d  torch %s  ours %s  %s" % (
-                    layers, attention, n, B, "%9.2f ms" % (t * 1e3) if t else "    -    ",
-                    "%9.2f ms" % (o * 1e3) if o else "    -    ",
-                    "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
-    lines = ["PyTorch %s, %d threads, OpenBLAS %s build, matmul %.0f GFLOP/s%s. Time per sequence (ms); ratio = PyTorch / ours." % (
-        torch.__version__, args.threads, args.blas, tg,
+                for dtype in args.dtype:
+                    r = next((r for r in mine if r["attention"] == attention and r["n"] == n and
+                              r.get("compute", "f32") == compute(dtype) and
+                              (attention != "linformer" or r.get("k") == args.k)), None)
+                    o = r["seconds_per_sequence"] if r and r.get("status") == "ok" else None
+                    t, B, note = time_torch(args, attention, n, args.k, layers, dtype)
+                    fl = layers * layer_flops(attention, n, args.k, args.d_model, args.d_ff)
+                    rows.append((layers, attention, n, B, dtype, t, o, fl, note))
+                    print("layers %2d %-9s n=%5d B=%3d %-12s torch %s  ours %s  %s" % (
+                        layers, attention, n, B, dtype, "%9.2f ms" % (t * 1e3) if t else "    -    ",
+                        "%9.2f ms" % (o * 1e3) if o else "    -    ",
+                        "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
+    lines = ["PyTorch %s, %d threads, OpenBLAS %s build (f32), matmul 4096x3072x768 GFLOP/s: %s%s. "
+             "Time per sequence (ms); ratio = PyTorch / ours in the same precision (f32 or bf16)." % (
+        torch.__version__, args.threads, args.blas, ", ".join("%s %.0f" % (d, g) for d, g in tg.items()),
         "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else ""), "",
-        "| layers | attention | n | batch | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
-        "|---|---|---|---|---|---|---|---|---|"]
-    for layers, attention, n, B, t, o, fl, note in rows:
+        "| layers | attention | n | batch | dtype | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    for layers, attention, n, B, dtype, t, o, fl, note in rows:
         name = attention + (" k=%d" % args.k if attention == "linformer" else "")
-        lines.append("| %d | %s | %d | %d | %s | %s | %s | %s | %s |" % (
-            layers, name, n, B, "%.1f" % (t * 1e3) if t else "-", "%.0f" % (fl / t / 1e9) if t else "-",
+        lines.append("| %d | %s | %d | %d | %s | %s | %s | %s | %s | %s |" % (
+            layers, name, n, B, dtype, "%.1f" % (t * 1e3) if t else "-", "%.0f" % (fl / t / 1e9) if t else "-",
             "%.1f" % (o * 1e3) if o else "-", "%.0f" % (fl / o / 1e9) if o else "-",
             "%.2fx" % (t / o) if t and o else note))
     text = "\n".join(lines) + "\n"
