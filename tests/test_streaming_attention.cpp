@@ -186,14 +186,9 @@ TEST_P(InferencePath, ForwardBytesPredictsTheArena) {
         EXPECT_EQ(m.activation_bytes(), predicted)
             << (train ? "train" : "inference") << " exact=" << static_cast<int>(how) << " "
             << compute_type_name(ct);
-        // Packed weights exist only for bf16 inference, and the prediction made before
-        // packing is what they take.
-        if (ct == ComputeType::bf16 && !train) {
-          EXPECT_EQ(m.packed_weight_bytes(), packed_predicted);
-        }
-        if (ct == ComputeType::f32) {
-          EXPECT_EQ(m.packed_weight_bytes(), 0u);
-        }
+        // Inference packs the linear maps' weights; the prediction made before packing is
+        // what they take.
+        EXPECT_EQ(m.packed_weight_bytes(), packed_predicted);
       }
 }
 

@@ -143,8 +143,11 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
   const bool nested = omp_in_parallel();
   const dt t = dnnl_type(im.type);
   const dnnl::memory wm(im.wdesc, cpu_engine(), const_cast<uint8_t*>(im.weights.data()));
-  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const int64_t M = std::min(kMaxRows, rows - r0);
+  // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
+  // row counts ever reach oneDNN, so few primitives are built however the batches vary.
+  for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
+    M = std::min(kMaxRows, rows - r0);
+    while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
     const Impl::Entry& en = im.get(M, e, bias != nullptr, nested);
     void* src = const_cast<float*>(x + r0 * im.K);
     if (im.type == ComputeType::bf16) {

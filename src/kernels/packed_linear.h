@@ -1,7 +1,8 @@
 // A linear map y = x W^T (+ bias) whose weight W [out, in] (torch.nn.Linear's layout) is
 // packed once into the layout oneDNN's matmul prefers, in f32 or bf16. Inference uses it so
 // that products neither re-pack B nor re-round it on every call, and fuses the bias, GELU
-// or the residual sum into the product.
+// or the residual sum into the product. One oneDNN primitive is built per row count,
+// epilogue and threading context, on first use.
 //
 // bf16: W is rounded to bfloat16 once; each call rounds x to bfloat16 (round to nearest
 // even) into per-thread scratch, and the product accumulates in f32 (AVX512-BF16).
@@ -45,7 +46,8 @@ class PackedLinear {
   // bias [out_features] or null.
   void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e) const;
 
-  // Rows a single product handles at most; larger calls run in blocks of this many rows.
+  // Rows a single product handles at most (a power of two); calls run in blocks of this many
+  // rows, then of decreasing powers of two, so that oneDNN sees few distinct shapes.
   static constexpr int64_t kMaxRows = 1024;
   // Per-thread scratch bytes apply() may hold for inputs of in_features columns (bf16 copy
   // of the input block), beside oneDNN's own small scratchpad.

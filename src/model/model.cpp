@@ -132,8 +132,8 @@ struct Model::Impl : Layout {
   bool have_grad_batch = false;
   // Inference option: how standard attention is computed (Model::set_exact_attention).
   Model::ExactAttention exact = Model::ExactAttention::tiled;
-  // Inference option: precision of the encoder's linear maps (Model::set_compute_type). For
-  // bf16 the weights are packed on the first inference forward after any parameter change.
+  // Inference option: precision of the encoder's linear maps (Model::set_compute_type). Their
+  // weights are packed on the first inference forward after any parameter change.
   ComputeType compute = ComputeType::f32;
   bool packed_current = false;
   size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
@@ -303,10 +303,9 @@ struct Model::Impl : Layout {
       f(lp.out, D, Fd);
     }
   }
-  // Packs the weights for the compute type if they changed since the last packing (f32
-  // inference uses the parameters directly and packs nothing).
+  // Packs the weights for the compute type if they changed since the last packing.
   void ensure_packed() {
-    if (compute == ComputeType::f32 || packed_current) return;
+    if (packed_current) return;
     for_each_encoder_linear([&](Linear& l, int64_t out, int64_t in) {
       l.packed.pack(l.w, out, in, compute);
     });
@@ -326,26 +325,7 @@ struct Model::Impl : Layout {
     return b;
   }
 
-  // An inference linear map out = epi(x W^T + bias) for W [out_f, in] (Epilogue as in
-  // PackedLinear): through the packed weights when the compute type packs them, else sgemm
-  // on the parameters.
   using Epi = PackedLinear::Epilogue;
-  static void infer_linear(float* out, const float* x, int64_t rows, const Linear& L,
-                           const float* bias, int64_t in, int64_t out_f, Epi e) {
-    if (L.packed.packed()) {
-      L.packed.apply(out, x, rows, bias, e);
-      return;
-    }
-    if (e == Epi::accumulate) {
-      if (bias)
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < out_f; ++c) out[r * out_f + c] += bias[c];
-      gemm(false, true, rows, out_f, in, 1.f, x, in, L.w, in, 1.f, out, out_f);
-      return;
-    }
-    linear_forward(out, x, L.w, bias, rows, in, out_f);
-    if (e == Epi::gelu) gelu_forward(out, out, rows * out_f);
-  }
 
   // Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
   // there would be fewer than two blocks per thread.
@@ -771,13 +751,13 @@ struct Model::Impl : Layout {
     const int64_t K = lp.K;
     switch (lp.path) {
       case Path::standard:
-        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
-        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
+        lp.k.packed.apply(A.k, attn_in, R, lp.k.b, Epi::store);
+        lp.v.packed.apply(A.v, attn_in, R, lp.v.b, Epi::store);
         kk = A.k, vv = A.v, key_mask = mask;
         if (exact != Model::ExactAttention::streaming) {
           // The textbook algorithm: full N x N score matrices, one per thread at a time
           // (tiled) or all of the batch at once (materialized, into A.probs).
-          infer_linear(A.q, attn_in, R, lp.q, lp.q.b, D, D, Epi::store);
+          lp.q.packed.apply(A.q, attn_in, R, lp.q.b, Epi::store);
           attention_forward(A.ctx, A.probs, A.q, kk, vv, key_mask, d, scale, 0.f, 0, 0, scratch);
           ctx_all = A.ctx;
         }
@@ -789,16 +769,16 @@ struct Model::Impl : Layout {
         if (lp.slot_v != lp.slot_k)
           seq_project_forward_lowmem(A.xpv, D, A.emv, slot_E(slots[lp.slot_v]), cfg.max_len,
                                      attn_in, D, mask, B, N, K, D, proj_scratch, kProjColumns);
-        infer_linear(A.kp, A.xpk, B * K, lp.k, nullptr, D, D, Epi::store);
+        lp.k.packed.apply(A.kp, A.xpk, B * K, nullptr, Epi::store);
         add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-        infer_linear(A.vp, A.xpv, B * K, lp.v, nullptr, D, D, Epi::store);
+        lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
         add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
         kk = A.kp, vv = A.vp;
         break;
       }
       case Path::project_keys:
-        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
-        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
+        lp.k.packed.apply(A.k, attn_in, R, lp.k.b, Epi::store);
+        lp.v.packed.apply(A.v, attn_in, R, lp.v.b, Epi::store);
         zero_padded_rows(A.k, D);
         zero_padded_rows(A.v, D);
         project_heads_forward(A.kp, A.k, slots[lp.slot_k], K);
@@ -807,8 +787,8 @@ struct Model::Impl : Layout {
         break;
       case Path::max_pool: {
         const int64_t w = cfg.max_len / K;
-        infer_linear(A.k, attn_in, R, lp.k, lp.k.b, D, D, Epi::store);
-        infer_linear(A.v, attn_in, R, lp.v, lp.v.b, D, D, Epi::store);
+        lp.k.packed.apply(A.k, attn_in, R, lp.k.b, Epi::store);
+        lp.v.packed.apply(A.v, attn_in, R, lp.v.b, Epi::store);
         max_pool_forward(A.kp, A.argk, A.k, mask, B, N, K, w, D);
         max_pool_forward(A.vp, A.argv, A.v, mask, B, N, K, w, D);
         kk = A.kp, vv = A.vp;
@@ -839,7 +819,7 @@ struct Model::Impl : Layout {
         if (ctx_all) {
           ctx = ctx_all + g * D;
         } else {
-          infer_linear(wq, attn_in + g * D, rows, lp.q, lp.q.b, D, D, Epi::store);
+          lp.q.packed.apply(wq, attn_in + g * D, rows, lp.q.b, Epi::store);
           if (stream)
             attention_streaming_rows(wc, wq, kk, vv, key_mask, d, b, i0, i0 + rows, scale, watt);
           else
@@ -853,7 +833,7 @@ struct Model::Impl : Layout {
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) ar[c] = xr[c] + lp.ao.b[c];
         }
-        infer_linear(wa, ctx, rows, lp.ao, nullptr, D, D, Epi::accumulate);
+        lp.ao.packed.apply(wa, ctx, rows, nullptr, Epi::accumulate);
         const float* base;
         if (!pre) {
           layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_attn.w, lp.ln_attn.b, rows, D, eps);
@@ -862,7 +842,7 @@ struct Model::Impl : Layout {
           layernorm_forward(wy, nullptr, nullptr, wa, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
           base = wa;
         }
-        infer_linear(wh, wy, rows, lp.inter, lp.inter.b, D, F, Epi::gelu);
+        lp.inter.packed.apply(wh, wy, rows, lp.inter.b, Epi::gelu);
         float* xo = x_out + g * D;
         for (int64_t r = 0; r < rows; ++r) {
           float* o = xo + r * D;
@@ -870,7 +850,7 @@ struct Model::Impl : Layout {
 #pragma omp simd
           for (int64_t c = 0; c < D; ++c) o[c] = br[c] + lp.out.b[c];
         }
-        infer_linear(xo, wh, rows, lp.out, nullptr, F, D, Epi::accumulate);
+        lp.out.packed.apply(xo, wh, rows, nullptr, Epi::accumulate);
         if (!pre)
           layernorm_forward(xo, nullptr, nullptr, xo, lp.ln_out.w, lp.ln_out.b, rows, D, eps);
       }
@@ -1272,7 +1252,6 @@ size_t Model::param_bytes() const {
 }
 size_t Model::packed_weight_bytes() const {
   const Impl& m = *impl_;
-  if (m.compute == ComputeType::f32) return 0;
   if (m.packed_current) return m.packed_bytes();
   const int64_t D = m.cfg.d_model, F = m.cfg.d_ff;
   const size_t per_layer = 4 * PackedLinear::packed_bytes(D, D, m.compute) +
