@@ -1,8 +1,11 @@
 // Kernel micro-benchmarks: the GEMM shapes of a RoBERTa-base layer (whole-batch and the
-// per-thread row blocks of the inference path), softmax, LayerNorm, GELU, each attention kind
-// at several n, and one whole encoder layer. GFLOP/s counters count matrix-product FLOPs only.
+// per-thread row blocks of the inference path; sgemm on the weights as in training, and the
+// packed f32/bf16 linear maps of inference), softmax, LayerNorm, GELU, each attention kind
+// at several n, and one whole encoder layer in f32 and bf16. GFLOP/s counters count
+// matrix-product FLOPs only.
 #include <benchmark/benchmark.h>
 
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -11,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/packed_linear.h"
 #include "layers/attention.h"
 #include "linformer/model.h"
 
@@ -68,6 +72,40 @@ BENCHMARK(BM_GemmNTPerThread)
     ->Args({256, 768, 3072})
     ->Args({256, 128, 64})   // Linformer scores of one head, k = 128
     ->Args({256, 4096, 64})  // standard scores of one head, n = 4096
+    ->UseRealTime();
+
+// The inference path's linear maps: y = x W^T with W packed once (arg 3: 0 f32, 1 bf16, whose
+// time includes rounding x to bf16), whole batch on all threads (arg 4 = 0) or per-thread row
+// blocks (arg 4 = 1).
+void BM_PackedLinear(benchmark::State& st) {
+  const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
+  const ComputeType t = st.range(3) ? ComputeType::bf16 : ComputeType::f32;
+  const bool per_thread = st.range(4) != 0;
+  const int T = per_thread ? num_threads() : 1;
+  Buffer<float> a(T * M * K), w(N * K), c(T * M * N);
+  fill(a, 1), fill(w, 2), c.zero();
+  PackedLinear pl;
+  pl.pack(w.data(), N, K, t);
+  auto apply = [&](int64_t i) {
+    pl.apply(c.data() + i * M * N, a.data() + i * M * K, M, nullptr,
+             PackedLinear::Epilogue::store);
+  };
+  for (auto _ : st) {
+    if (per_thread)
+      parallel_for(0, T, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t i = t0; i < t1; ++i) apply(i);
+      });
+    else
+      apply(0);
+  }
+  set_flops(st, 2.0 * T * M * N * K);
+  st.SetLabel(compute_type_name(t));
+}
+BENCHMARK(BM_PackedLinear)
+    ->ArgNames({"M", "N", "K", "bf16", "per_thread"})
+    ->ArgsProduct({{4096}, {3072}, {768}, {0, 1}, {0}})
+    ->ArgsProduct({{256}, {768, 3072}, {768}, {0, 1}, {1}})
+    ->ArgsProduct({{256}, {768}, {3072}, {0, 1}, {1}})
     ->UseRealTime();
 
 void BM_Softmax(benchmark::State& st) {
@@ -133,6 +171,7 @@ BENCHMARK(BM_Attention)
 void BM_EncoderLayer(benchmark::State& st) {
   const int kind = static_cast<int>(st.range(0));
   const int64_t n = st.range(1), k = st.range(2);
+  const ComputeType ct = st.range(3) ? ComputeType::bf16 : ComputeType::f32;
   Config c;
   c.vocab_size = 50265, c.max_len = n, c.d_model = D, c.n_heads = H, c.d_ff = F, c.n_layers = 1;
   c.position_offset = 2;
@@ -141,6 +180,7 @@ void BM_EncoderLayer(benchmark::State& st) {
   Model m(c);
   m.init(1);
   if (kind == 1) m.set_exact_attention(Model::ExactAttention::streaming);
+  m.set_compute_type(ct);
   const int64_t B = std::max<int64_t>(1, 8192 / n);
   std::vector<int32_t> ids(B * n);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng_bits(1, 2, i) % 50265);
@@ -148,12 +188,14 @@ void BM_EncoderLayer(benchmark::State& st) {
   m.forward(batch, false);
   for (auto _ : st) m.forward(batch, false);
   set_flops(st, B * bench::encoder_flops(c, n));
-  st.SetLabel(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer");
+  st.SetLabel(std::string(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer") + " " +
+              compute_type_name(ct));
 }
 BENCHMARK(BM_EncoderLayer)
-    ->ArgNames({"kind", "n", "k"})
-    ->Args({0, 512, 0})->Args({1, 512, 0})->Args({2, 512, 128})
-    ->Args({0, 4096, 0})->Args({1, 4096, 0})->Args({2, 4096, 128})->Args({2, 4096, 256})
+    ->ArgNames({"kind", "n", "k", "bf16"})
+    ->Args({0, 512, 0, 0})->Args({1, 512, 0, 0})->Args({2, 512, 128, 0})->Args({2, 512, 128, 1})
+    ->Args({0, 4096, 0, 0})->Args({1, 4096, 0, 0})->Args({2, 4096, 128, 0})
+    ->Args({2, 4096, 128, 1})->Args({2, 4096, 256, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

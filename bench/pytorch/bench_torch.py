@@ -173,7 +173,7 @@ def ours(args, layers):
             doc = json.load(f)
         return [r for r in doc["runs"] if r.get("layers") == layers]
     cmd = [args.binary, "bench", "--json", "--layers", str(layers), "--reps", str(args.reps),
-           "--batch-tokens", str(args.batch_tokens), "--attention", "standard", "linformer",
+           "--batch-tokens", str(args.batch_tokens), "--attention"] + args.attention + [
            "--d-model", str(args.d_model), "--heads", str(args.heads), "--d-ff", str(args.d_ff),
            "--vocab", str(args.vocab), "--n"] + [str(n) for n in args.n] + ["--k", str(args.k)]
     runs = []
@@ -216,6 +216,9 @@ def main():
     ap.add_argument("--vocab", type=int, default=50265)
     ap.add_argument("--batch-tokens", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=1,
+                    help="repeat everything (ours and PyTorch) this many times and keep each "
+                         "side's fastest time per row (the machine is shared: noise only adds time)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--blas", choices=["openmp", "pthread", "system"], default="openmp",
                     help="OpenBLAS build PyTorch uses (default openmp, its best set-up here)")
@@ -231,29 +234,37 @@ def main():
     if tg.get("f32", 1e9) < 20:
         print("warning: PyTorch's BLAS is very slow (Debian's default libblas3 is the reference "
               "BLAS); install libopenblas0-openmp (scripts/setup.sh --bench) for a fair comparison", file=sys.stderr)
-    rows = []
-    for layers in args.layers:
-        mine = ours(args, layers)
-        for n in args.n:
-            for attention in args.attention:
-                if attention == "linformer" and args.k >= n:
-                    continue
-                for dtype in args.dtype:
-                    r = next((r for r in mine if r["attention"] == attention and r["n"] == n and
-                              r.get("compute", "f32") == compute(dtype) and
-                              (attention != "linformer" or r.get("k") == args.k)), None)
-                    o = r["seconds_per_sequence"] if r and r.get("status") == "ok" else None
-                    t, B, note = time_torch(args, attention, n, args.k, layers, dtype)
-                    fl = layers * layer_flops(attention, n, args.k, args.d_model, args.d_ff)
-                    rows.append((layers, attention, n, B, dtype, t, o, fl, note))
-                    print("layers %2d %-9s n=%5d B=%3d %-12s torch %s  ours %s  %s" % (
-                        layers, attention, n, B, dtype, "%9.2f ms" % (t * 1e3) if t else "    -    ",
-                        "%9.2f ms" % (o * 1e3) if o else "    -    ",
-                        "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
+    best = {}  # (layers, attention, n, dtype) -> [layers, attention, n, B, dtype, t, o, fl, note]
+    for run in range(args.runs):
+        for layers in args.layers:
+            mine = ours(args, layers)
+            for n in args.n:
+                for attention in args.attention:
+                    if attention == "linformer" and args.k >= n:
+                        continue
+                    for dtype in args.dtype:
+                        r = next((r for r in mine if r["attention"] == attention and r["n"] == n and
+                                  r.get("compute", "f32") == compute(dtype) and
+                                  (attention != "linformer" or r.get("k") == args.k)), None)
+                        o = r["seconds_per_sequence"] if r and r.get("status") == "ok" else None
+                        t, B, note = time_torch(args, attention, n, args.k, layers, dtype)
+                        fl = layers * layer_flops(attention, n, args.k, args.d_model, args.d_ff)
+                        print("run %d layers %2d %-9s n=%5d B=%3d %-12s torch %s  ours %s  %s" % (
+                            run + 1, layers, attention, n, B, dtype,
+                            "%9.2f ms" % (t * 1e3) if t else "    -    ",
+                            "%9.2f ms" % (o * 1e3) if o else "    -    ",
+                            "ratio %.2fx" % (t / o) if t and o else note), file=sys.stderr, flush=True)
+                        row = best.setdefault((layers, attention, n, dtype),
+                                              [layers, attention, n, B, dtype, t, o, fl, note])
+                        # Keep each side's fastest run: on a shared machine noise only adds time.
+                        row[5] = min(x for x in (row[5], t) if x) if (row[5] or t) else None
+                        row[6] = min(x for x in (row[6], o) if x) if (row[6] or o) else None
+    rows = list(best.values())
     lines = ["PyTorch %s, %d threads, OpenBLAS %s build (f32), matmul 4096x3072x768 GFLOP/s: %s%s. "
-             "Time per sequence (ms); ratio = PyTorch / ours in the same precision (f32 or bf16)." % (
+             "Time per sequence (ms), the fastest of %d run(s) for each side; ratio = PyTorch / ours in the same precision (f32 or bf16)." % (
         torch.__version__, args.threads, args.blas, ", ".join("%s %.0f" % (d, g) for d, g in tg.items()),
-        "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else ""), "",
+        "; oneDNN sgemm peak in our run %.0f GFLOP/s" % args.sgemm if args.sgemm else "",
+        args.runs), "",
         "| layers | attention | n | batch | dtype | PyTorch ms | PyTorch GFLOP/s | ours ms | ours GFLOP/s | ratio |",
         "|---|---|---|---|---|---|---|---|---|---|"]
     for layers, attention, n, B, dtype, t, o, fl, note in rows:

@@ -568,13 +568,11 @@ struct Model::Impl : Layout {
     have_grad_batch = train;
     if (train) {
       weights_changed();  // a training step follows: packed copies would go stale
+      gbase();
+      std::memset(dhid, 0, R * cfg.d_model * sizeof(float));
     } else {
       ensure_packed();
       input_copies = std::max(input_copies, input_copy_bytes());
-    }
-    if (train) {
-      gbase();
-      std::memset(dhid, 0, R * cfg.d_model * sizeof(float));
     }
     refresh_conv_slots();
 
