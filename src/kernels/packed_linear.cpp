@@ -70,7 +70,13 @@ struct PackedLinear::Impl {
   // The layout oneDNN picks for a block of kMaxRows rows; it serves every row count.
   dnnl::memory::desc packed_desc() const {
     const dnnl::memory::desc any({K, N}, dnnl_type(type), tag::any);
-    return make_pd(kMaxRows, Epilogue::store, true, any).weights_desc();
+    try {
+      return make_pd(kMaxRows, Epilogue::store, true, any).weights_desc();
+    } catch (const dnnl::error& err) {
+      fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", N, "x", K,
+           " weights on this CPU (", err.what(), ")",
+           type == ComputeType::bf16 ? "; bf16 needs AVX-512, run without --bf16" : "");
+    }
   }
 
   const Entry& get(int64_t M, Epilogue e, bool bias, bool nested) const {
