@@ -47,8 +47,8 @@ void check(ComputeType t, int64_t rows, Epi e, bool with_bias, bool nested) {
   auto out = test::random_vec(rows * N, 14);
   PackedLinear pl;
   pl.pack(W.data(), N, K, t);
-  const auto want = reference(x, W, with_bias ? b.data() : nullptr, out, rows, N, K, e,
-                              t == ComputeType::bf16);
+  const auto want =
+      reference(x, W, with_bias ? b.data() : nullptr, out, rows, N, K, e, t == ComputeType::bf16);
   const float* bias = with_bias ? b.data() : nullptr;
   if (nested) {
     // Each of two threads maps its own half of the rows, one core each.

@@ -87,8 +87,8 @@ struct PackedLinear::Impl {
     try {
       pd = make_pd(M, e, bias, wdesc);
     } catch (const dnnl::error& err) {
-      fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", M, "x",
-              K, " times ", K, "x", N, " with the packed weight layout (", err.what(), ")");
+      fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", M, "x", K,
+           " times ", K, "x", N, " with the packed weight layout (", err.what(), ")");
     }
     cache.push_back(Entry{M, e, bias, nested, dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
     return cache.back();
@@ -102,8 +102,8 @@ PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
 
 void PackedLinear::pack(const float* W, int64_t out_features, int64_t in_features,
                         ComputeType type) {
-  LF_CHECK(out_features > 0 && in_features > 0, "packed linear: empty weight (", out_features,
-           "x", in_features, ")");
+  LF_CHECK(out_features > 0 && in_features > 0, "packed linear: empty weight (", out_features, "x",
+           in_features, ")");
   auto im = std::make_unique<Impl>();
   im->type = type;
   im->N = out_features;
@@ -165,10 +165,8 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
     dnnl::memory dm({{M, im.N}, dt::f32, tag::ab}, cpu_engine(), out + r0 * im.N);
     dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
                     grow(pad, std::max<size_t>(en.scratch, 1)));
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, sm},
-                                               {DNNL_ARG_WEIGHTS, wm},
-                                               {DNNL_ARG_DST, dm},
-                                               {DNNL_ARG_SCRATCHPAD, pm}};
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
     if (bias)
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, im.N}, dt::f32, tag::ab}, cpu_engine(),
                                                const_cast<float*>(bias)));

@@ -17,7 +17,6 @@
 
 namespace lf {
 
-
 class PackedLinear {
  public:
   // What happens to x W^T + bias before it is stored in out.
