@@ -120,11 +120,11 @@ void PackedLinear::pack(const float* W, int64_t out_features, int64_t in_feature
   impl_ = std::move(im);
 }
 
-bool PackedLinear::packed() const { return impl_->N > 0; }
-ComputeType PackedLinear::type() const { return impl_->type; }
-int64_t PackedLinear::in_features() const { return impl_->K; }
-int64_t PackedLinear::out_features() const { return impl_->N; }
-size_t PackedLinear::bytes() const { return impl_->weights.size(); }
+bool PackedLinear::packed() const { return impl_ && impl_->N > 0; }
+ComputeType PackedLinear::type() const { return impl_ ? impl_->type : ComputeType::f32; }
+int64_t PackedLinear::in_features() const { return impl_ ? impl_->K : 0; }
+int64_t PackedLinear::out_features() const { return impl_ ? impl_->N : 0; }
+size_t PackedLinear::bytes() const { return impl_ ? impl_->weights.size() : 0; }
 
 size_t PackedLinear::packed_bytes(int64_t out_features, int64_t in_features, ComputeType type) {
   Impl im;
@@ -140,8 +140,8 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
 
 void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias,
                          Epilogue e) const {
+  LF_CHECK(packed(), "packed linear: apply() before pack()");
   const Impl& im = *impl_;
-  LF_CHECK(im.N > 0, "packed linear: apply() before pack()");
   if (rows <= 0) return;
   thread_local dnnl::stream strm(cpu_engine());
   thread_local Buffer<uint16_t> xb;
