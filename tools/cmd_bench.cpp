@@ -26,11 +26,11 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
-#include "kernels/packed_linear.h"
 #include "io/file_util.h"
 #include "io/svg_plot.h"
 #include "linformer/model.h"
@@ -94,7 +94,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["n"] = j.n;
   r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
   r["layers"] = o.layers;
-  const ComputeType ct = o.bf16 ? ComputeType::bf16 : ComputeType::f32;
+  const ComputeType ct = cli::compute_type_of(o.bf16);
   r["compute"] = compute_type_name(ct);
   const Config cfg = make_config(o, j);
   Model m(cfg);
@@ -496,8 +496,7 @@ void add_bench(CLI::App& app) {
     // 1. The sgemm peak, in a child like everything else.
     const int64_t gm = 4096, gn = 3072, gk = 768;
     json peak = run([&] {
-      return json{{"gflops", bench::matmul_gflops(opt.bf16 ? ComputeType::bf16 : ComputeType::f32,
-                                                   gm, gn, gk)},
+      return json{{"gflops", bench::matmul_gflops(cli::compute_type_of(opt.bf16), gm, gn, gk)},
                   {"threads", num_threads()}};
     });
     const double peak_gflops = peak.value("gflops", 0.0);

@@ -36,11 +36,9 @@ size_t current_rss_bytes();
 // MemTotal from /proc/meminfo, in bytes (0 when unavailable).
 size_t mem_total_bytes();
 
-// GFLOP/s of a C[M,N] = A[M,K] B[N,K]^T sgemm (the engine's linear-layer form), best of
-// `reps` after one warm-up, on all threads.
-double sgemm_gflops(int64_t M, int64_t N, int64_t K, int reps = 5);
-// The same product in the inference form of a compute type: sgemm for f32; for bf16 a packed
-// bf16 weight (PackedLinear), input rounding included.
+// GFLOP/s of C[M,N] = A[M,K] B[N,K]^T (the engine's linear-layer form), best of `reps` after
+// one warm-up, on all threads: an sgemm for f32; for bf16 the packed bf16 weight of
+// inference (PackedLinear), input rounding included.
 double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps = 5);
 
 // Seconds on a steady clock.
