@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/buffer.h"
@@ -58,13 +60,10 @@ struct PackedLinear::Impl {
     if (e == Epilogue::gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
     if (e == Epilogue::accumulate) po.append_sum(1.f);
     attr.set_post_ops(po);
-    if (bias) {
-      dnnl::memory::desc b({1, N}, dt::f32, tag::ab);
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights_md, b, dst), attr,
-                                          cpu_engine());
-    }
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights_md, dst), attr,
-                                        cpu_engine());
+    const dnnl::memory::desc b({1, N}, dt::f32, tag::ab);
+    const auto d = bias ? dnnl::matmul::desc(src, weights_md, b, dst)
+                        : dnnl::matmul::desc(src, weights_md, dst);
+    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
   }
 
   // The layout oneDNN picks for a block of kMaxRows rows; it serves every row count.
@@ -127,11 +126,18 @@ int64_t PackedLinear::out_features() const { return impl_ ? impl_->N : 0; }
 size_t PackedLinear::bytes() const { return impl_ ? impl_->weights.size() : 0; }
 
 size_t PackedLinear::packed_bytes(int64_t out_features, int64_t in_features, ComputeType type) {
+  // Asking oneDNN builds a primitive descriptor; remember the answer per shape.
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, ComputeType>, size_t> known;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(out_features, in_features, type);
+  auto it = known.find(key);
+  if (it != known.end()) return it->second;
   Impl im;
   im.type = type;
   im.N = out_features;
   im.K = in_features;
-  return im.packed_desc().get_size();
+  return known[key] = im.packed_desc().get_size();
 }
 
 size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {

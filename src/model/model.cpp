@@ -293,12 +293,13 @@ struct Model::Impl : Layout {
     s.deff.zero();
   }
 
-  // The encoder's linear maps with their shapes, for packing.
-  template <typename F>
-  void for_each_encoder_linear(F f) {
+  // f(linear, out, in) for the encoder's linear maps with their weight shapes [out, in]; the
+  // layer list may be const or not.
+  template <typename Layers, typename F>
+  static void for_each_encoder_linear(Layers& ls, const Config& cfg, F f) {
     const int64_t D = cfg.d_model, Fd = cfg.d_ff;
-    for (auto& lp : layers) {
-      for (Linear* l : {&lp.q, &lp.k, &lp.v, &lp.ao}) f(*l, D, D);
+    for (auto& lp : ls) {
+      for (auto* l : {&lp.q, &lp.k, &lp.v, &lp.ao}) f(*l, D, D);
       f(lp.inter, Fd, D);
       f(lp.out, D, Fd);
     }
@@ -306,7 +307,7 @@ struct Model::Impl : Layout {
   // Packs the weights for the compute type if they changed since the last packing.
   void ensure_packed() {
     if (packed_current) return;
-    for_each_encoder_linear([&](Linear& l, int64_t out, int64_t in) {
+    for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in) {
       l.packed.pack(l.w, out, in, compute);
     });
     packed_current = true;
@@ -314,14 +315,16 @@ struct Model::Impl : Layout {
   // Parameters may have changed: drop the packed copies (repacked when next needed).
   void weights_changed() {
     if (!packed_current) return;
-    for_each_encoder_linear([](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
+    for_each_encoder_linear(layers, cfg,
+                            [](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
     packed_current = false;
   }
+  // Bytes of the packed weights: held now, or (before packing) what packing will take.
   size_t packed_bytes() const {
     size_t b = 0;
-    for (const auto& lp : layers)
-      for (const Linear* l : {&lp.q, &lp.k, &lp.v, &lp.ao, &lp.inter, &lp.out})
-        b += l->packed.packed() ? l->packed.bytes() : 0;
+    for_each_encoder_linear(layers, cfg, [&](const Linear& l, int64_t out, int64_t in) {
+      b += packed_current ? l.packed.bytes() : PackedLinear::packed_bytes(out, in, compute);
+    });
     return b;
   }
 
@@ -1248,15 +1251,7 @@ size_t Model::param_bytes() const {
   for (const auto& s : m.slots) b += (s.eff.size() + s.deff.size()) * sizeof(float);
   return b;
 }
-size_t Model::packed_weight_bytes() const {
-  const Impl& m = *impl_;
-  if (m.packed_current) return m.packed_bytes();
-  const int64_t D = m.cfg.d_model, F = m.cfg.d_ff;
-  const size_t per_layer = 4 * PackedLinear::packed_bytes(D, D, m.compute) +
-                           PackedLinear::packed_bytes(F, D, m.compute) +
-                           PackedLinear::packed_bytes(D, F, m.compute);
-  return m.cfg.n_layers * per_layer;
-}
+size_t Model::packed_weight_bytes() const { return impl_->packed_bytes(); }
 void Model::set_compute_type(ComputeType t) {
   if (t == impl_->compute) return;
   impl_->weights_changed();
