@@ -16,6 +16,16 @@ struct PrecisionGuard {
   ~PrecisionGuard() { set_gemm_precision(GemmPrecision::f32); }
 };
 
+// A model wide enough for its products to take the bf16 path.
+Config bf16_config() {
+  Config c = test::tiny_config();
+  c.d_model = 64;
+  c.d_ff = 128;
+  c.max_len = 64;
+  c.k = {16};
+  return c;
+}
+
 TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
   PrecisionGuard g(GemmPrecision::bf16);
   const int64_t M = 96, N = 80, K = 200;  // big enough to take the bf16 path
@@ -49,11 +59,7 @@ TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
 }
 
 TEST(Bf16Training, LossAndGradientsCloseToF32) {
-  Config c = test::tiny_config();
-  c.d_model = 64;
-  c.d_ff = 128;
-  c.max_len = 64;
-  c.k = {16};
+  const Config c = bf16_config();
   Model m(c);
   m.init(5);
   const int64_t B = 4, N = 64;
@@ -83,11 +89,7 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
 // bf16 inference packs the weights; every way of changing the parameters must be seen by
 // the next inference forward, and training must not use the packed copies.
 TEST(Bf16Inference, PackedWeightsFollowParameterChanges) {
-  Config c = test::tiny_config();
-  c.d_model = 64;
-  c.d_ff = 128;
-  c.max_len = 64;
-  c.k = {16};
+  const Config c = bf16_config();
   Model m(c);
   m.init(3);
   const int64_t B = 2, N = 64, R = B * N * c.d_model;
