@@ -1,16 +1,21 @@
-# Top-level entry points. `make demo` and `make test` work on a fresh Debian 12 machine.
+# Top-level entry points. `make demo` and `make test` work on a fresh Debian 12 machine:
+# each first installs the Debian packages it needs (scripts/setup.sh).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test clean
+.PHONY: all setup configure build demo test install package clean
 
 all: build
 
 setup:
 	scripts/setup.sh
 
-build: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+configure:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -19,9 +24,17 @@ demo: build
 
 test:
 	scripts/setup.sh --test
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	$(MAKE) configure
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j 2
+
+# The program, library, headers and CMake package config under PREFIX.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Debian packages in $(BUILD): linformer (the program) and linformer-dev (library, headers).
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD)

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "core/buffer.h"
 #include "core/parallel.h"
-#include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/packed_linear.h"
 #include "layers/attention.h"
+#include "linformer/bench.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
 
 namespace {
 

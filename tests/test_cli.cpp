@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "io/file_util.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/safetensors.h"
 #include "test_util.h"
 
 namespace lf {

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
 #include "test_util.h"
 
 namespace lf {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/rng.h"
 #include "linformer/config.h"
+#include "linformer/error.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
 #include "test_util.h"
 
 namespace lf {

@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "linformer/rng.h"
 #include "test_util.h"
 
 namespace lf {

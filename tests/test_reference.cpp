@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
+#include "linformer/safetensors.h"
 #include "test_util.h"
 
 namespace lf {

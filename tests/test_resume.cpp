@@ -15,15 +15,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/rng.h"
-#include "io/file_util.h"
 #include "linformer/config.h"
+#include "linformer/file_util.h"
+#include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 #include "test_util.h"
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
+#include "linformer/safetensors.h"
 
 namespace fs = std::filesystem;
 

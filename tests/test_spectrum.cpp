@@ -19,14 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "analysis/spectrum.h"  // first: it configures Eigen
 #include "analysis/heatmap_svg.h"
-#include "analysis/spectrum_run.h"
-#include "core/error.h"
-#include "core/rng.h"
-#include "io/file_util.h"
+#include "analysis/spectrum.h"  // first: it configures Eigen
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
+#include "linformer/spectrum.h"
 #include "linformer/tokenizer.h"
 #include "test_util.h"
 

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/rng.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
-#include "io/file_util.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 #include "test_util.h"
 #include "train/optim.h"

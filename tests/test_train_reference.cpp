@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
+#include "linformer/safetensors.h"
 #include "test_util.h"
 #include "train/optim.h"
 

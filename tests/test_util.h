@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/rng.h"
 #include "linformer/config.h"
+#include "linformer/error.h"
+#include "linformer/rng.h"
 
 namespace lf::test {
 

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "core/error.h"
+#include "linformer/error.h"
 
 namespace lf::cli {
 

@@ -8,10 +8,10 @@
 #include <istream>
 #include <string>
 
-#include "data/classify_data.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
 #include "linformer/compute_type.h"
-#include "train/classify.h"
-#include "train/optim.h"
+#include "linformer/optim.h"
 
 namespace lf::cli {
 

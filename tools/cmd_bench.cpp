@@ -25,15 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "core/error.h"
-#include "core/parallel.h"
-#include "core/rng.h"
-#include "io/file_util.h"
-#include "io/svg_plot.h"
+#include "linformer/bench.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/plot.h"
+#include "linformer/rng.h"
 
 namespace lf::cli {
 
@@ -156,7 +155,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["peak_bytes_engine"] = m.param_bytes() + m.packed_weight_bytes() + m.activation_bytes() +
                            ids.size() * sizeof(int32_t);
   r["peak_rss_bytes"] = bench::peak_rss_bytes();
-  r["threads"] = num_threads();
+  r["threads"] = bench::threads();
   return r;
 }
 
@@ -497,7 +496,7 @@ void add_bench(CLI::App& app) {
     const int64_t gm = 4096, gn = 3072, gk = 768;
     json peak = run([&] {
       return json{{"gflops", bench::matmul_gflops(cli::compute_type_of(opt.bf16), gm, gn, gk)},
-                  {"threads", num_threads()}};
+                  {"threads", bench::threads()}};
     });
     const double peak_gflops = peak.value("gflops", 0.0);
     std::fprintf(stderr, "bench: sgemm %lldx%lldx%lld: %.0f GFLOP/s on %d threads; budget %.1f GiB\n",

@@ -5,9 +5,9 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "data/classify_data.h"
-#include "io/safetensors.h"
-#include "train/classify.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
+#include "linformer/safetensors.h"
 
 namespace lf::cli {
 

@@ -5,11 +5,11 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "core/error.h"
-#include "data/classify_data.h"
-#include "io/file_util.h"
-#include "train/classify.h"
-#include "train/run_io.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
+#include "linformer/run.h"
 
 namespace lf::cli {
 

@@ -3,8 +3,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "train/finetune.h"
-#include "train/run_io.h"
+#include "linformer/finetune.h"
+#include "linformer/run.h"
 
 namespace lf::cli {
 

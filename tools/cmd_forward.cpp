@@ -6,11 +6,11 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "core/error.h"
-#include "core/rng.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
 #include "linformer/model.h"
+#include "linformer/rng.h"
+#include "linformer/safetensors.h"
 
 namespace lf::cli {
 

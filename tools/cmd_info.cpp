@@ -3,9 +3,9 @@
 #include <set>
 
 #include "commands.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
+#include "linformer/safetensors.h"
 
 namespace lf::cli {
 

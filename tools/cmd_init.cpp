@@ -5,42 +5,13 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/error.h"
-#include "io/file_util.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
 #include "linformer/model.h"
 
 namespace lf::cli {
 
 namespace {
-
-// The configuration: the file (or the defaults), then each KEY=VALUE override. VALUE is read
-// as JSON when it parses (numbers, true/false, lists such as [64,32]) and as a string otherwise.
-Config build_config(const std::string& path, const std::vector<std::string>& sets) {
-  using nlohmann::json;
-  const std::string where = path.empty() ? std::string("default config") : path;
-  json j = json::object();
-  if (!path.empty()) {
-    try {
-      j = json::parse(read_file(path));
-    } catch (const json::exception& e) {
-      fail(path, ": config: not valid JSON: ", e.what());
-    }
-    LF_CHECK(j.is_object(), path, ": config: expected a JSON object");
-  }
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
-    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
-    json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
-    j[key] = v.is_discarded() ? json(value) : v;
-  }
-  try {
-    return Config::from_json(j.dump());
-  } catch (const Error& e) {
-    fail(where, sets.empty() ? "" : " with --set overrides", ": ", e.what());
-  }
-}
 
 void print_list(const char* title, const std::vector<std::string>& names) {
   if (names.empty()) return;
@@ -81,7 +52,7 @@ void add_init(CLI::App& app) {
   cmd->add_option("--out", o->out, "Output folder (created if needed; existing files replaced)")
       ->required();
   cmd->callback([o] {
-    const Config cfg = build_config(o->config, o->sets);
+    const Config cfg = Config::load_with_overrides(o->config, o->sets);
     Model model(cfg);
     model.init(o->seed);
     LoadReport rep;

@@ -6,8 +6,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "data/classify_data.h"
-#include "train/classify.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
 
 namespace lf::cli {
 

@@ -3,7 +3,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "train/pretrain.h"
+#include "linformer/pretrain.h"
 
 namespace lf::cli {
 

@@ -2,8 +2,8 @@
 #include <memory>
 #include <string>
 
-#include "analysis/spectrum_run.h"
 #include "commands.h"
+#include "linformer/spectrum.h"
 
 namespace lf::cli {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "commands.h"
-#include "core/error.h"
+#include "linformer/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{

@@ -54,6 +54,10 @@ struct Config {
   std::string to_json() const;                      // pretty-printed JSON text
   static Config from_json(const std::string& text);  // unknown keys are an error
   static Config load(const std::string& path);
+  // A config file (or the defaults when path is empty), then each KEY=VALUE override in
+  // order; VALUE is read as JSON when it parses (numbers, true/false, lists such as [64,32])
+  // and as a string otherwise. Errors name the file and whether overrides were given.
+  static Config load_with_overrides(const std::string& path, const std::vector<std::string>& sets);
   void save(const std::string& path) const;          // atomic (temporary file + rename)
 };
 

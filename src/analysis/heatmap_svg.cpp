@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/error.h"
-#include "io/file_util.h"
-#include "io/svg_plot.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
+#include "linformer/plot.h"
 
 namespace lf::analysis {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "linformer/error.h"
+#include "linformer/rng.h"
 
 namespace lf::analysis {
 

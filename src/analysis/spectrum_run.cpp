@@ -1,8 +1,6 @@
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet transposes
 // (_mm512_undefined_*), inlined into this file; it is not about this code.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "analysis/spectrum_run.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -16,14 +14,15 @@
 
 #include "analysis/heatmap_svg.h"
 #include "analysis/spectrum.h"
-#include "core/error.h"
-#include "core/rng.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
-#include "io/file_util.h"
-#include "io/svg_plot.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/plot.h"
+#include "linformer/rng.h"
+#include "linformer/spectrum.h"
 #include "linformer/tokenizer.h"
 
 namespace lf::analysis {

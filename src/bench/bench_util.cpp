@@ -1,5 +1,3 @@
-#include "bench/bench_util.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,8 +6,10 @@
 #include <string>
 
 #include "core/buffer.h"
+#include "core/parallel.h"
 #include "kernels/gemm.h"
 #include "kernels/packed_linear.h"
+#include "linformer/bench.h"
 #include "linformer/model.h"
 
 namespace lf::bench {
@@ -87,6 +87,8 @@ size_t status_kb(const char* file, const char* key) {
 size_t peak_rss_bytes() { return status_kb("/proc/self/status", "VmHWM:"); }
 size_t current_rss_bytes() { return status_kb("/proc/self/status", "VmRSS:"); }
 size_t mem_total_bytes() { return status_kb("/proc/meminfo", "MemTotal:"); }
+
+int threads() { return num_threads(); }
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())

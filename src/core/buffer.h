@@ -8,7 +8,7 @@
 #include <memory>
 #include <new>
 
-#include "core/error.h"
+#include "linformer/error.h"
 
 namespace lf {
 

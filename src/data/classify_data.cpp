@@ -1,4 +1,4 @@
-#include "data/classify_data.h"
+#include "linformer/classify_data.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,11 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
 #include "core/parallel.h"
-#include "core/rng.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
+#include "linformer/error.h"
+#include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 
 namespace lf {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
+#include "linformer/error.h"
 
 namespace lf {
 

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "core/rng.h"
 #include "data/corpus.h"
+#include "linformer/error.h"
+#include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 
 namespace lf {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/file_util.h"
+#include "linformer/file_util.h"
 
 namespace lf {
 

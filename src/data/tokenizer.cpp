@@ -1,11 +1,12 @@
+#include "linformer/tokenizer.h"
+
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <filesystem>
 
-#include "core/error.h"
 #include "data/corpus.h"
-#include "linformer/tokenizer.h"
+#include "linformer/error.h"
 
 namespace lf {
 

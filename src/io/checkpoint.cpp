@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <set>
 
-#include "core/error.h"
-#include "io/safetensors.h"
+#include "linformer/error.h"
+#include "linformer/safetensors.h"
 
 namespace lf {
 

@@ -1,4 +1,4 @@
-#include "io/file_util.h"
+#include "linformer/file_util.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "linformer/error.h"
 
 namespace lf {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include "linformer/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
-#include "io/file_util.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors I/O assumes a little-endian host"

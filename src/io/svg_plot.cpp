@@ -1,12 +1,11 @@
-#include "io/svg_plot.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
 
-#include "io/file_util.h"
+#include "linformer/file_util.h"
+#include "linformer/plot.h"
 
 namespace lf {
 

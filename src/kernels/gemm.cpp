@@ -1,8 +1,7 @@
 #include "kernels/gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include <immintrin.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,9 +9,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
-#include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/dnnl_util.h"
+#include "linformer/error.h"
 
 namespace lf {
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"
+#include "linformer/rng.h"
 
 namespace lf {
 

@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "core/buffer.h"
-#include "core/error.h"
 #include "kernels/dnnl_util.h"
+#include "linformer/error.h"
 
 namespace lf {
 

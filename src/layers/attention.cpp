@@ -4,10 +4,10 @@
 #include <limits>
 
 #include "core/parallel.h"
-#include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
+#include "linformer/rng.h"
 
 namespace lf {
 

@@ -1,12 +1,12 @@
 #include "linformer/config.h"
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/error.h"
-#include "io/file_util.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 
 namespace lf {
 
@@ -213,6 +213,32 @@ Config Config::load(const std::string& path) {
     return from_json(read_file(path));
   } catch (const Error& e) {
     fail(path, ": ", e.what());
+  }
+}
+
+Config Config::load_with_overrides(const std::string& path, const std::vector<std::string>& sets) {
+  using nlohmann::json;
+  json j = json::object();
+  if (!path.empty()) {
+    try {
+      j = json::parse(read_file(path));
+    } catch (const json::exception& e) {
+      fail(path, ": config: not valid JSON: ", e.what());
+    }
+    LF_CHECK(j.is_object(), path, ": config: expected a JSON object");
+  }
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
+    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+    json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
+    j[key] = v.is_discarded() ? json(value) : v;
+  }
+  try {
+    return from_json(j.dump());
+  } catch (const Error& e) {
+    fail(path.empty() ? std::string("default config") : path,
+         sets.empty() ? "" : " with --set overrides", ": ", e.what());
   }
 }
 

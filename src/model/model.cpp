@@ -7,13 +7,13 @@
 #include <unordered_map>
 
 #include "core/buffer.h"
-#include "core/error.h"
 #include "core/parallel.h"
-#include "core/rng.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/packed_linear.h"
 #include "layers/attention.h"
+#include "linformer/error.h"
+#include "linformer/rng.h"
 
 namespace lf {
 

@@ -1,13 +1,12 @@
-#include "train/classify.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
-#include "core/error.h"
-#include "io/file_util.h"
 #include "linformer/checkpoint.h"
+#include "linformer/classifier.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 
 namespace lf {
 

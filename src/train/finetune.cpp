@@ -1,4 +1,4 @@
-#include "train/finetune.h"
+#include "linformer/finetune.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,16 +6,16 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "core/rng.h"
-#include "data/classify_data.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
-#include "io/svg_plot.h"
 #include "linformer/checkpoint.h"
+#include "linformer/classifier.h"
+#include "linformer/classify_data.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/plot.h"
+#include "linformer/rng.h"
+#include "linformer/safetensors.h"
 #include "linformer/tokenizer.h"
-#include "train/classify.h"
 #include "train/run_io.h"
 
 namespace lf {
@@ -95,29 +95,6 @@ FinetuneOptions FinetuneOptions::from_json(const json& j) {
 namespace {
 
 constexpr uint64_t kClassifierInit = 0xC1A55;
-
-// A config file (or the defaults) with KEY=VALUE overrides; VALUE is JSON when it parses.
-Config config_with_overrides(const std::string& path, const std::vector<std::string>& sets) {
-  json j = json::object();
-  if (!path.empty()) {
-    try {
-      j = json::parse(read_file(path));
-    } catch (const json::exception& e) {
-      fail(path, ": config: not valid JSON: ", e.what());
-    }
-  }
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
-    json v = json::parse(s.substr(eq + 1), nullptr, false);
-    j[s.substr(0, eq)] = v.is_discarded() ? json(s.substr(eq + 1)) : v;
-  }
-  try {
-    return Config::from_json(j.dump());
-  } catch (const Error& e) {
-    fail(path.empty() ? std::string("default config") : path, ": ", e.what());
-  }
-}
 
 // Copies every encoder (and MLM head) tensor of a pretrained model; the classifier is always
 // freshly initialised (its class count is the data's). Linformer projections and the MLM head
@@ -291,11 +268,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   if (!opt.init_from.empty()) {
     // --set may change what has no pretrained tensor shape to match, e.g. attention=linformer
     // on a standard checkpoint (the projections are then freshly initialised) or dropout.
-    cfg = config_with_overrides((fs::path(opt.init_from) / "config.json").string(), opt.sets);
+    cfg = Config::load_with_overrides((fs::path(opt.init_from) / "config.json").string(), opt.sets);
     LF_CHECK(tok.vocab_size() <= cfg.vocab_size, "the tokenizer has ", tok.vocab_size(),
              " pieces but the model in ", opt.init_from, " only ", cfg.vocab_size);
   } else {
-    cfg = config_with_overrides(opt.config, opt.sets);
+    cfg = Config::load_with_overrides(opt.config, opt.sets);
     cfg.vocab_size = tok.vocab_size();
     cfg.pad_id = Tokenizer::kPad;
     cfg.cls_id = Tokenizer::kCls;

@@ -1,18 +1,18 @@
-#include "train/pretrain.h"
+#include "linformer/pretrain.h"
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
-#include "core/error.h"
-#include "core/rng.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
-#include "io/file_util.h"
 #include "kernels/gemm.h"
-#include "io/svg_plot.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/plot.h"
+#include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 #include "train/run_io.h"
 

@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "io/file_util.h"
-#include "io/safetensors.h"
 #include "linformer/checkpoint.h"
+#include "linformer/error.h"
+#include "linformer/file_util.h"
+#include "linformer/safetensors.h"
 
 namespace lf {
 

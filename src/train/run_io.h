@@ -1,19 +1,14 @@
-// What every training run writes: resumable checkpoints, a metrics log, a progress line.
+// Resumable checkpoints of the training runs (the rest of a run folder: linformer/run.h).
 #pragma once
-#include <chrono>
 #include <cstdint>
-#include <string>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "linformer/model.h"
+#include "linformer/run.h"
 #include "train/optim.h"
 
 namespace lf {
-
-// Creates a run folder (and its parents); fails naming it.
-void create_run_folder(const std::string& dir);
 
 // A resumable checkpoint: RUN/checkpoints/step-NNNNNNNN/{config.json, model.safetensors,
 // optimizer.safetensors, state.json}. The folder is written under a temporary name and
@@ -21,43 +16,10 @@ void create_run_folder(const std::string& dir);
 // any moment leaves the previous checkpoint usable.
 void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, AdamW& opt,
                      const nlohmann::json& state, int keep_last = 2);
-// Path of the newest complete checkpoint folder, or "" if none.
-std::string latest_checkpoint(const std::string& run_dir);
 // Loads model weights, optimizer moments and step; returns state.json.
 nlohmann::json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt);
 // --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
 // returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
-
-// Appends JSON lines to RUN/metrics.jsonl (flushed per line).
-class MetricsLog {
- public:
-  MetricsLog() = default;
-  // keep_until_step >= 0: rewrites the existing log keeping only records with
-  // step <= keep_until_step (resume); < 0: starts a new log.
-  MetricsLog(const std::string& path, int64_t keep_until_step);
-  void write(const nlohmann::json& record);
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Reads every record of a metrics log (skips a torn last line).
-std::vector<nlohmann::json> read_metrics(const std::string& path);
-
-// "1h02m03s"
-std::string format_duration(double seconds);
-
-class Stopwatch {
- public:
-  Stopwatch() : t0_(std::chrono::steady_clock::now()) {}
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point t0_;
-};
 
 }  // namespace lf

@@ -28,7 +28,7 @@ template <typename... Args>
 }  // namespace lf
 
 // LF_CHECK(cond, "message parts", value, ...): throws lf::Error when cond is false.
-#define LF_CHECK(cond, ...)                 \
-  do {                                      \
-    if (!(cond)) ::lf::fail(__VA_ARGS__);   \
+#define LF_CHECK(cond, ...)               \
+  do {                                    \
+    if (!(cond)) ::lf::fail(__VA_ARGS__); \
   } while (0)

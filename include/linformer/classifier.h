@@ -3,12 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "data/classify_data.h"
+#include "linformer/classify_data.h"
 #include "linformer/model.h"
 #include "linformer/tokenizer.h"
 
@@ -18,7 +17,7 @@ namespace lf {
 struct TaskInfo {
   std::string format = "tsv";  // the training data's format
   bool pairs = false;
-  int64_t max_len = 0;         // tokens per example (<= the model's max_len)
+  int64_t max_len = 0;  // tokens per example (<= the model's max_len)
   Truncate truncate = Truncate::head;
   std::string metric = "accuracy";  // what selected the best checkpoint: accuracy or f1
   bool lowercase = false;           // ASCII-lowercase texts before tokenizing
@@ -43,8 +42,8 @@ void save_labels(const std::string& dir, const LabelMap& labels, const TaskInfo&
 // Copies model, tokenizer and labels into DIR as one complete folder: written under
 // DIR.tmp and swapped in by renames, so DIR is always a complete folder (or, after a crash
 // between the renames, DIR.old is).
-void save_classifier_folder(Model& model, const std::string& tokenizer_path,
-                            const LabelMap& labels, const TaskInfo& task, const std::string& dir,
+void save_classifier_folder(Model& model, const std::string& tokenizer_path, const LabelMap& labels,
+                            const TaskInfo& task, const std::string& dir,
                             const nlohmann::json& extra = nullptr);
 
 // Class probabilities [n, C] (softmax of the logits) for encoded sequences, run in batches of
@@ -62,8 +61,8 @@ void embed_sequences(Model& model, const std::vector<std::vector<int32_t>>& seqs
 struct ClassifyMetrics {
   int64_t count = 0;
   double accuracy = 0;
-  double loss = 0;      // mean cross-entropy
-  double f1 = 0;        // binary: F1 of the positive class; more classes: macro F1
+  double loss = 0;                   // mean cross-entropy
+  double f1 = 0;                     // binary: F1 of the positive class; more classes: macro F1
   double precision = 0, recall = 0;  // of the positive class (binary only)
   std::vector<std::vector<int64_t>> confusion;  // [true][predicted]
   std::vector<double> per_class_f1;

@@ -2,10 +2,9 @@
 // real text (paper Figure 1), and the measured error of low-rank replacements of P (Theorem 1).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace lf {
 class Model;
@@ -14,28 +13,28 @@ class Model;
 namespace lf::analysis {
 
 struct SpectrumOptions {
-  std::string model_dir;            // model folder with tokenizer.model
-  std::vector<std::string> text;    // text files or folders (one document per line)
-  int64_t n = 512;                  // tokens per sequence (<= the model's max_len)
-  int64_t sequences = 8;            // full-length sequences analysed, spread over the text
-  std::string out;                  // output folder
-  int64_t k_ref = 0;                // share of the first k_ref singular values; 0: rank / 4
-  std::vector<int64_t> ks;          // widths of the low-rank check; empty: 16, 32, ..., 256
-  bool lowrank = true;              // run the low-rank check (standard attention only)
-  int64_t batch = 2;                // sequences per forward pass
-  uint64_t seed = 0;                // JL projections
+  std::string model_dir;          // model folder with tokenizer.model
+  std::vector<std::string> text;  // text files or folders (one document per line)
+  int64_t n = 512;                // tokens per sequence (<= the model's max_len)
+  int64_t sequences = 8;          // full-length sequences analysed, spread over the text
+  std::string out;                // output folder
+  int64_t k_ref = 0;              // share of the first k_ref singular values; 0: rank / 4
+  std::vector<int64_t> ks;        // widths of the low-rank check; empty: 16, 32, ..., 256
+  bool lowrank = true;            // run the low-rank check (standard attention only)
+  int64_t batch = 2;              // sequences per forward pass
+  uint64_t seed = 0;              // JL projections
   bool quiet = false;
 };
 
 struct SpectrumResult {
-  std::string attention;            // "standard" or "linformer"
+  std::string attention;  // "standard" or "linformer"
   int64_t layers = 0, heads = 0, n = 0, lk = 0, rank = 0, k_ref = 0, sequences = 0;
-  std::vector<int64_t> sequence_ids;           // which packed sequences were used
-  std::vector<std::vector<double>> share;      // [L][H] share of the first k_ref values
-  std::vector<double> layer_share;             // [L] mean over heads
+  std::vector<int64_t> sequence_ids;       // which packed sequences were used
+  std::vector<std::vector<double>> share;  // [L][H] share of the first k_ref values
+  std::vector<double> layer_share;         // [L] mean over heads
   std::vector<std::vector<std::vector<double>>> cumulative;  // [L][H][rank], mean over seqs
   std::vector<std::vector<std::vector<double>>> sigma;       // [L][H][rank], mean over seqs
-  std::vector<std::vector<double>> layer_cumulative;          // [L][rank], mean over heads
+  std::vector<std::vector<double>> layer_cumulative;         // [L][rank], mean over heads
   // Low-rank check (empty when not run). Means over heads and sequences.
   std::vector<int64_t> ks;
   std::vector<std::vector<double>> svd_error;    // [L][ks] ||PV - P_k V|| / ||PV||

@@ -1,12 +1,11 @@
 // Masked-language-model pretraining: the whole run, resumable.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "train/optim.h"
+#include "linformer/optim.h"
 
 namespace lf {
 
@@ -14,14 +13,14 @@ struct PretrainOptions {
   std::vector<std::string> train;  // corpus files or folders
   std::vector<std::string> valid;  // optional validation files; else a held-out share
   double valid_fraction = 0.05;
-  std::string out;                 // run folder
-  std::string config;              // model config JSON (vocab_size taken from the tokenizer)
-  std::string init_from;           // optional model folder to start from
-  std::string tokenizer;           // existing tokenizer .model; else one is trained
+  std::string out;        // run folder
+  std::string config;     // model config JSON (vocab_size taken from the tokenizer)
+  std::string init_from;  // optional model folder to start from
+  std::string tokenizer;  // existing tokenizer .model; else one is trained
   int64_t vocab_size = 8192;
   std::string tokenizer_type = "unigram";
-  std::string cache_dir;           // token cache (default RUN/cache)
-  int64_t seq_len = 0;             // 0: the config's max_len
+  std::string cache_dir;  // token cache (default RUN/cache)
+  int64_t seq_len = 0;    // 0: the config's max_len
   int64_t batch_size = 8;
   int64_t grad_accum = 1;
   int64_t steps = 1000;
@@ -32,8 +31,8 @@ struct PretrainOptions {
   int64_t eval_every = 200;
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
-  double time_limit = 0;           // seconds; 0 = none. Stops with a checkpoint.
-  bool bf16 = false;               // bf16 matrix products, f32 master weights
+  double time_limit = 0;  // seconds; 0 = none. Stops with a checkpoint.
+  bool bf16 = false;      // bf16 matrix products, f32 master weights
   bool quiet = false;
 
   nlohmann::json to_json() const;

@@ -41,6 +41,9 @@ size_t mem_total_bytes();
 // inference (PackedLinear), input rounding included.
 double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps = 5);
 
+// Threads the engine's parallel regions run on (OpenMP's maximum: OMP_NUM_THREADS).
+int threads();
+
 // Seconds on a steady clock.
 double now_seconds();
 

@@ -21,10 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <istream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace lf {
 
@@ -35,7 +34,7 @@ enum class BadRows { stop, skip };
 // One example: a text, or a pair of texts, and its label as written in the file (for the
 // known formats: the canonical label name, e.g. "positive" for SST-2's "1").
 struct ClassifyExample {
-  std::string a, b;  // b is empty for single-text tasks
+  std::string a, b;   // b is empty for single-text tasks
   std::string label;  // "" when the file has no label column
   std::string id;     // the `id`/`index` column when present
   int32_t file = 0;   // index into ClassifyData::files
@@ -48,7 +47,7 @@ struct ClassifyData {
   bool labelled = false;
   std::vector<std::string> files;
   std::vector<ClassifyExample> examples;
-  int64_t bad_rows = 0;                    // rows skipped (BadRows::skip)
+  int64_t bad_rows = 0;                   // rows skipped (BadRows::skip)
   std::vector<std::string> bad_messages;  // the first few "FILE:LINE: reason" messages
 
   std::string where(const ClassifyExample& e) const;  // "FILE:LINE" or the file

@@ -1,0 +1,55 @@
+# Install rules, the CMake package config and the Debian packages.
+#
+#   cmake --install build --prefix P     # P/bin/linformer, P/lib/liblinformer.a,
+#                                        # P/include/linformer/, P/lib/cmake/linformer/
+#   cd build && cpack -G DEB             # linformer_<v>_<arch>.deb (the program) and
+#                                        # linformer-dev_<v>_<arch>.deb (library, headers, config)
+# Another project then does:
+#   find_package(linformer CONFIG REQUIRED)
+#   target_link_libraries(app PRIVATE linformer::linformer)
+include(CMakePackageConfigHelpers)
+
+set(LINFORMER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/linformer)
+
+install(TARGETS linformer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT bin)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/linformer/configs
+        COMPONENT bin)
+install(TARGETS linformer_lib EXPORT linformerTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/linformer DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        COMPONENT dev FILES_MATCHING PATTERN "*.h")
+install(EXPORT linformerTargets NAMESPACE linformer:: DESTINATION ${LINFORMER_CMAKE_DIR}
+        COMPONENT dev)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/linformerConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/linformerConfig.cmake
+                              INSTALL_DESTINATION ${LINFORMER_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/linformerConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/linformerConfig.cmake
+              ${PROJECT_BINARY_DIR}/linformerConfigVersion.cmake
+        DESTINATION ${LINFORMER_CMAKE_DIR} COMPONENT dev)
+
+# Debian packages, one per component. The program's dependencies are read off the binary
+# (dpkg-shlibdeps); the development package needs what the package config finds again.
+set(CPACK_PACKAGE_NAME linformer)
+set(CPACK_PACKAGE_VENDOR "linformer")
+set(CPACK_PACKAGE_CONTACT "linformer developers <linformer@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_COMPONENTS_ALL bin dev)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_BIN_PACKAGE_NAME linformer)
+set(CPACK_DEBIAN_BIN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_BIN_DESCRIPTION "Linformer command-line program
+ Pretrains, finetunes, runs and measures Linformer and standard Transformer encoders
+ (linformer pretrain | finetune | evaluate | predict | embed | forward | bench | spectrum).")
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME linformer-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libdnnl-dev, ocl-icd-opencl-dev, nlohmann-json3-dev, libsentencepiece-dev, pkg-config, cmake, g++")
+set(CPACK_DEBIAN_DEV_DESCRIPTION "Linformer C++ library (static) and headers
+ The linformer library, its public headers and a CMake package config:
+ find_package(linformer CONFIG REQUIRED) then link linformer::linformer.")
+include(CPack)
