@@ -14,4 +14,5 @@ void add_evaluate(CLI::App& app);
 void add_predict(CLI::App& app);
 void add_embed(CLI::App& app);
 void add_spectrum(CLI::App& app);
+void add_perplexity(CLI::App& app);
 }  // namespace lf::cli

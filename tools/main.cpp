@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
       "linformer: Linformer (linear-complexity self-attention) Transformer encoders in C++.\n"
       "Run `linformer <command> --help` for the options of each command."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "linformer 0.1.0");
+  app.set_version_flag("--version", "linformer " LINFORMER_VERSION);
   lf::cli::add_init(app);
   lf::cli::add_forward(app);
   lf::cli::add_info(app);
@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   lf::cli::add_predict(app);
   lf::cli::add_embed(app);
   lf::cli::add_spectrum(app);
+  lf::cli::add_perplexity(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

@@ -5,6 +5,7 @@
 //   tokenizer.h                        SentencePiece tokenizer with the model's special tokens
 //   classifier.h, classify_data.h      classification and embeddings on text; data set readers
 //   pretrain.h, finetune.h, optim.h    training runs (masked LM, classification), AdamW settings
+//   perplexity.h                       masked-LM perplexity on any text with fixed seeded masks
 //   run.h                              run folders: metrics log, checkpoints, timing
 //   spectrum.h, bench.h                the paper's measurements: attention spectrum, efficiency
 //   error.h                            lf::Error, thrown for bad input with a message naming it
@@ -22,6 +23,7 @@
 #include "linformer/finetune.h"
 #include "linformer/model.h"
 #include "linformer/optim.h"
+#include "linformer/perplexity.h"
 #include "linformer/plot.h"
 #include "linformer/pretrain.h"
 #include "linformer/rng.h"

@@ -172,4 +172,30 @@ std::vector<int64_t> epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
   return p;
 }
 
+namespace {
+constexpr uint64_t kMaskSite = 0x4D41534B;  // "MASK"
+}  // namespace
+
+void MlmBatch::resize(int64_t B, int64_t n) {
+  ids.resize(B * n);
+  labels.resize(B * n);
+  mask.resize(B * n);
+}
+
+void make_mlm_batch(const PackedSequences& seqs, const std::vector<int64_t>& which,
+                    const std::vector<int64_t>& epochs, const MaskingOptions& mo, uint64_t seed,
+                    MlmBatch* out) {
+  const int64_t B = static_cast<int64_t>(which.size()), n = seqs.n;
+  out->resize(B, n);
+  out->real_tokens = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t* ids = out->ids.data() + b * n;
+    float* m = out->mask.data() + b * n;
+    seqs.get(which[b], ids, m);
+    apply_mlm_mask(ids, out->labels.data() + b * n, m, n, mo, seed,
+                   rng_stream(kMaskSite, static_cast<uint64_t>(epochs[b]), which[b]));
+    for (int64_t t = 0; t < n; ++t) out->real_tokens += m[t] != 0.f;
+  }
+}
+
 }  // namespace lf

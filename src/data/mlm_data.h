@@ -66,6 +66,22 @@ struct MaskingOptions {
 int64_t apply_mlm_mask(int32_t* ids, int32_t* labels, const float* mask, int64_t n,
                        const MaskingOptions& opt, uint64_t seed, uint64_t stream);
 
+// A batch of B masked sequences of n tokens: ids (masked), labels (-100 where not chosen) and
+// mask (1 real / 0 padding), each [B, n].
+struct MlmBatch {
+  std::vector<int32_t> ids, labels;
+  std::vector<float> mask;
+  int64_t real_tokens = 0;
+  void resize(int64_t B, int64_t n);
+};
+
+// Sequences which[b] of seqs, masked with the draw of epochs[b]: the chosen positions are a
+// pure function of (seed, epoch, sequence index) and the sequence. Evaluation uses epoch -1,
+// so every evaluation (and `linformer perplexity` with the same seed) masks the same positions.
+void make_mlm_batch(const PackedSequences& seqs, const std::vector<int64_t>& which,
+                    const std::vector<int64_t>& epochs, const MaskingOptions& mo, uint64_t seed,
+                    MlmBatch* out);
+
 // A deterministic permutation of [0, count) for an epoch.
 std::vector<int64_t> epoch_order(int64_t count, uint64_t seed, int64_t epoch);
 

@@ -79,37 +79,6 @@ PretrainOptions PretrainOptions::from_json(const json& j) {
 
 namespace {
 
-constexpr uint64_t kMaskSite = 0x4D41534B;  // "MASK"
-
-// A batch of B masked sequences.
-struct MlmBatch {
-  std::vector<int32_t> ids, labels;
-  std::vector<float> mask;
-  int64_t real_tokens = 0;
-  void resize(int64_t B, int64_t n) {
-    ids.resize(B * n);
-    labels.resize(B * n);
-    mask.resize(B * n);
-  }
-};
-
-// which[b] = sequence index; epochs[b] = the epoch it is drawn in (masks differ per epoch).
-void make_batch(const PackedSequences& seqs, const std::vector<int64_t>& which,
-                const std::vector<int64_t>& epochs, int64_t n, const MaskingOptions& mo,
-                uint64_t seed, MlmBatch* out) {
-  const int64_t B = static_cast<int64_t>(which.size());
-  out->resize(B, n);
-  out->real_tokens = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    int32_t* ids = out->ids.data() + b * n;
-    float* m = out->mask.data() + b * n;
-    seqs.get(which[b], ids, m);
-    apply_mlm_mask(ids, out->labels.data() + b * n, m, n, mo, seed,
-                   rng_stream(kMaskSite, static_cast<uint64_t>(epochs[b]), which[b]));
-    for (int64_t t = 0; t < n; ++t) out->real_tokens += m[t] != 0.f;
-  }
-}
-
 void write_loss_plot(const std::string& run_dir, const std::string& metrics_path) {
   PlotSeries tr{"train", {}, {}}, va{"validation", {}, {}};
   for (const json& r : read_metrics(metrics_path)) {
@@ -243,7 +212,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       std::vector<int64_t> which;
       for (int64_t i = i0; i < std::min(count, i0 + opt.batch_size); ++i) which.push_back(i);
       // Fixed masks (epoch -1) so every evaluation sees the same task.
-      make_batch(valid_seqs, which, std::vector<int64_t>(which.size(), -1), n, mo, opt.seed, &vb);
+      make_mlm_batch(valid_seqs, which, std::vector<int64_t>(which.size(), -1), mo, opt.seed, &vb);
       model.forward(Batch{vb.ids.data(), vb.mask.data(), static_cast<int64_t>(which.size()), n},
                     false);
       int64_t c = 0;
@@ -288,7 +257,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
         }
         which.push_back(order[g % S]);
       }
-      make_batch(train_seqs, which, epochs, n, mo, opt.seed, &batch);
+      make_mlm_batch(train_seqs, which, epochs, mo, opt.seed, &batch);
       const uint64_t dseed = mix64(opt.seed ^ mix64(static_cast<uint64_t>(step * opt.grad_accum + micro)));
       model.forward(Batch{batch.ids.data(), batch.mask.data(), opt.batch_size, n}, true, dseed);
       int64_t c = 0;
