@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
 #include "layers/attention.h"
 #include "core/parallel.h"
 #include "linformer/model.h"

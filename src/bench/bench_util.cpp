@@ -8,8 +8,7 @@
 #include <string>
 
 #include "core/buffer.h"
-#include "kernels/gemm.h"
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
 #include "layers/attention_path.h"
 #include "linformer/model.h"
 
@@ -89,7 +88,7 @@ double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
     if (t == ComputeType::bf16)
       pl.apply(c.data(), a.data(), M, nullptr, PackedLinear::Epilogue::store);
     else
-      gemm(false, true, M, N, K, 1.f, a.data(), K, w.data(), K, 0.f, c.data(), N);
+      gemm(ComputeType::f32, false, true, M, N, K, 1.f, a.data(), K, w.data(), K, 0.f, c.data(), N);
     const double dt = now_seconds() - t0;
     if (r > 0) best = std::min(best, dt);  // r = 0 is the warm-up
   }

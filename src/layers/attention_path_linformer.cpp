@@ -92,22 +92,21 @@ class ProjectInputPath final : public LinformerPath {
 
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                      const float* in) const override {
-    const int64_t B = c.B, N = c.N, K = lp.K, D = c.cfg->d_model, n = c.cfg->max_len;
-    seq_project_forward(A.xpk, D, A.emk, A.ebmk, c.proj->E(lp.slot_k), n, in, D, c.mask, B, N, K,
-                        D);
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const SeqProjDims sd = dims(c, lp);
+    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
     if (lp.slot_v != lp.slot_k)
-      seq_project_forward(A.xpv, D, A.emv, A.ebmv, c.proj->E(lp.slot_v), n, in, D, c.mask, B, N, K,
-                          D);
-    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D);
+      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
+    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D, c.precision);
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D);
+    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D, c.precision);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     return saved(c, A);
   }
 
   void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                 float* din, const float* dkk, const float* dvv) const override {
-    const int64_t B = c.B, N = c.N, K = lp.K, D = c.cfg->d_model, n = c.cfg->max_len;
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
     const Layout& L = *c.lay;
     const bool one = lp.slot_k == lp.slot_v;
     zero(L.dxpk, B * K * D);
@@ -118,18 +117,19 @@ class ProjectInputPath final : public LinformerPath {
       zero(L.dxpv, B * K * D);
       zero(L.demv, B * K);
     }
-    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, B * K, D, D);
-    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, B * K, D, D);
+    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, B * K, D, D, c.precision);
+    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, B * K, D, D, c.precision);
     scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
     scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
     Projections& P = *c.proj;
     float* grads = c.grad.grads;
-    seq_project_backward(din, D, P.dE(lp.slot_k, grads), L.dxpk, D, L.demk, A.ebmk, P.E(lp.slot_k),
-                         n, in, c.mask, B, N, K, D, L.proj_scratch);
+    const SeqProjDims sd = dims(c, lp);
+    seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k), in,
+                         c.mask, sd, L.proj_scratch, c.precision);
     P.reduce_grad(lp.slot_k, grads);
     if (!one) {
-      seq_project_backward(din, D, P.dE(lp.slot_v, grads), L.dxpv, D, L.demv, A.ebmv,
-                           P.E(lp.slot_v), n, in, c.mask, B, N, K, D, L.proj_scratch);
+      seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v), in,
+                           c.mask, sd, L.proj_scratch, c.precision);
       P.reduce_grad(lp.slot_v, grads);
     }
   }
@@ -151,13 +151,14 @@ class ProjectInputPath final : public LinformerPath {
 
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                          const float**) const override {
-    const int64_t B = c.B, N = c.N, K = lp.K, D = c.cfg->d_model, n = c.cfg->max_len;
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const SeqProjDims sd = dims(c, lp);
     float* scratch = c.lay->proj_scratch;
-    seq_project_forward_lowmem(A.xpk, D, A.emk, c.proj->E(lp.slot_k), n, in, D, c.mask, B, N, K, D,
-                               scratch, kProjColumns);
+    seq_project_forward_lowmem(A.xpk, A.emk, c.proj->E(lp.slot_k), in, c.mask, sd, scratch,
+                               kProjColumns, c.precision);
     if (lp.slot_v != lp.slot_k)
-      seq_project_forward_lowmem(A.xpv, D, A.emv, c.proj->E(lp.slot_v), n, in, D, c.mask, B, N, K,
-                                 D, scratch, kProjColumns);
+      seq_project_forward_lowmem(A.xpv, A.emv, c.proj->E(lp.slot_v), in, c.mask, sd, scratch,
+                                 kProjColumns, c.precision);
     lp.k.packed.apply(A.kp, A.xpk, B * K, nullptr, Epi::store);
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
     lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
@@ -173,6 +174,11 @@ class ProjectInputPath final : public LinformerPath {
   }
 
  private:
+  // The projection of the layer input: [B,N,D] -> [B,K,D] with E [K, max_len].
+  static SeqProjDims dims(const LayerContext& c, const LayerParams& lp) {
+    const int64_t D = c.cfg->d_model;
+    return SeqProjDims{c.B, c.N, lp.K, D, c.cfg->max_len, D, D};
+  }
   // One E serves keys and values.
   static bool shared(const Config& cfg) {
     return cfg.sharing == Sharing::kv || cfg.sharing == Sharing::layerwise;
@@ -205,8 +211,10 @@ class ProjectKeysPath final : public LinformerPath {
     float* grads = c.grad.grads;
     zero(L.dK, R * D);
     zero(L.dV, R * D);
-    P.heads_backward(lp.slot_k, L.dK, P.dE(lp.slot_k, grads), dkk, A.k, c.B, c.N, lp.K);
-    P.heads_backward(lp.slot_v, L.dV, P.dE(lp.slot_v, grads), dvv, A.v, c.B, c.N, lp.K);
+    P.heads_backward(lp.slot_k, L.dK, P.dE(lp.slot_k, grads), dkk, A.k, c.B, c.N, lp.K,
+                     c.precision);
+    P.heads_backward(lp.slot_v, L.dV, P.dE(lp.slot_v, grads), dvv, A.v, c.B, c.N, lp.K,
+                     c.precision);
     P.reduce_grad(lp.slot_k, grads);
     P.reduce_grad(lp.slot_v, grads);
     zero_padded_rows(c, L.dK, D);
@@ -239,8 +247,8 @@ class ProjectKeysPath final : public LinformerPath {
     const int64_t D = c.cfg->d_model;
     zero_padded_rows(c, A.k, D);
     zero_padded_rows(c, A.v, D);
-    c.proj->heads_forward(lp.slot_k, A.kp, A.k, c.B, c.N, lp.K);
-    c.proj->heads_forward(lp.slot_v, A.vp, A.v, c.B, c.N, lp.K);
+    c.proj->heads_forward(lp.slot_k, A.kp, A.k, c.B, c.N, lp.K, c.precision);
+    c.proj->heads_forward(lp.slot_v, A.vp, A.v, c.B, c.N, lp.K, c.precision);
   }
 };
 

@@ -67,14 +67,14 @@ class StandardPath final : public AttentionPath {
       // or all of the batch at once (materialized, into A.probs).
       lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
       attention_forward(A.ctx, A.probs, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp), c.scale(), 0.f, 0,
-                        0, c.lay->scratch);
+                        0, c.lay->scratch, c.precision);
       *ctx_all = A.ctx;
     }
     return kv;
   }
   void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d, int64_t b,
-                  int64_t i0, int64_t i1, float scale, float* work) const override {
-    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, b, i0, i1, scale, work);
+                  int64_t i0, int64_t i1, float scale, float* work, ComputeType t) const override {
+    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, b, i0, i1, scale, work, t);
   }
 
   double flops(const Config& cfg, int64_t, double n) const override {

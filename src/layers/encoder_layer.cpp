@@ -25,7 +25,8 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
   zero(L.dctx, R * D);
-  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, R, D, D);
+  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, R, D, D,
+                  c.precision);
   const AttnDims d = c.dims(lp);
   const int64_t kv_rows = c.B * d.Lk;
   zero(L.dq, R * D);
@@ -33,8 +34,9 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   zero(L.dvv, kv_rows * D);
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
-                     cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, R, D, D);
+                     cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
+                     c.precision);
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, R, D, D, c.precision);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
@@ -62,11 +64,11 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
     attn_in = A.ln1;
   }
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D);
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D, c.precision);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
-                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch);
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, R, D, D);
+                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, R, D, D, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
   for (int64_t i = 0; i < R * D; ++i) A.a[i] = x_in[i] + L.tmp[i];
   const float* ffn_base;
@@ -77,7 +79,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps);
     ffn_base = A.a;
   }
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
   ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l));
   if (!pre) {
@@ -95,7 +97,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const float p = cfg.dropout;
   const uint64_t s_attn = rng_stream(kAttnOut, l), s_ffn = rng_stream(kFfnOut, l);
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
     zero(L.d1, R * D);  // d f

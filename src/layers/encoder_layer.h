@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
 #include "layers/attention.h"
 #include "linformer/config.h"
 
@@ -90,6 +90,10 @@ struct LayerContext {
   bool train = false;
   uint64_t seed = 0;  // dropout
   GradMap grad;       // training only
+  // Precision of the products on unpacked operands: every product of training, and the
+  // attention products and sequence projections of inference (the linear maps of inference
+  // use the packed weights in their own compute type).
+  ComputeType precision = ComputeType::f32;
 
   AttnDims dims(const LayerParams& lp) const;
   float scale() const;  // 1 / sqrt(d_head)

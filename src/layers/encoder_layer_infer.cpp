@@ -30,7 +30,7 @@ void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct&
   }
   const float* ctx_all = nullptr;
   const KeysValues kv = c.path->infer_batch(c, lp, A, attn_in, &ctx_all);
-  const FeedForward ffn{lp.inter, lp.out, D, F};
+  const FeedForward ffn{lp.inter, lp.out, D, F, c.precision};
   const int64_t ch = L.chunk, nc = (N + ch - 1) / ch;
   // Row blocks are handed out dynamically: the blocks cost the same, but a core shared with
   // another process must not hold back the whole layer.
@@ -55,7 +55,7 @@ void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct&
         ctx = ctx_all + g * D;
       } else {
         lp.q.packed.apply(wq, attn_in + g * D, rows, lp.q.b, Epi::store);
-        c.path->infer_rows(wc, wq, kv, d, b, i0, i0 + rows, scale, watt);
+        c.path->infer_rows(wc, wq, kv, d, b, i0, i0 + rows, scale, watt, c.precision);
         ctx = wc;
       }
       // a = x + (ctx Wo^T + bo): residual and bias folded into the GEMM's C.

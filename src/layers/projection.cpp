@@ -1,7 +1,7 @@
 #include "layers/projection.h"
 
 #include "core/parallel.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 
 namespace lf {
 
@@ -69,8 +69,8 @@ size_t Projections::bytes() const {
   return b;
 }
 
-void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N,
-                                int64_t K) const {
+void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K,
+                                ComputeType prec) const {
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -78,14 +78,14 @@ void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       const float* Eh = E0 + (per_head ? h * K * n : 0);
-      gemm(false, false, K, Dh, N, 1.f, Eh, n, x + b * N * D + h * Dh, D, 0.f,
+      gemm(prec, false, false, K, Dh, N, 1.f, Eh, n, x + b * N * D + h * Dh, D, 0.f,
            kp + b * K * D + h * Dh, D);
     }
   });
 }
 
 void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x,
-                                 int64_t B, int64_t N, int64_t K) const {
+                                 int64_t B, int64_t N, int64_t K, ComputeType prec) const {
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -95,8 +95,9 @@ void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, 
       const int64_t eo = per_head ? h * K * n : 0;
       for (int64_t b = 0; b < B; ++b) {
         const float* g = dkp + b * K * D + h * Dh;
-        gemm(true, false, N, Dh, K, 1.f, E0 + eo, n, g, D, 1.f, dx + b * N * D + h * Dh, D);
-        if (dE) gemm(false, true, K, N, Dh, 1.f, g, D, x + b * N * D + h * Dh, D, 1.f, dE + eo, n);
+        gemm(prec, true, false, N, Dh, K, 1.f, E0 + eo, n, g, D, 1.f, dx + b * N * D + h * Dh, D);
+        if (dE)
+          gemm(prec, false, true, K, N, Dh, 1.f, g, D, x + b * N * D + h * Dh, D, 1.f, dE + eo, n);
       }
     }
   });

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "linformer/compute_type.h"
 #include "linformer/config.h"
 #include "linformer/model.h"
 
@@ -40,10 +41,11 @@ class Projections {
 
   // Per-head projection (sharing none): kp_bh = E_h[:, :N] x_bh for every batch element b and
   // head h. x [B,N,D], kp [B,K,D].
-  void heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K) const;
+  void heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K,
+                     ComputeType t) const;
   // dx_bh += E_h^T dkp_bh; dE_h += sum_b dkp_bh x_bh^T (dE may be null).
   void heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x, int64_t B,
-                      int64_t N, int64_t K) const;
+                      int64_t N, int64_t K, ComputeType t) const;
 
  private:
   const Config& cfg_;

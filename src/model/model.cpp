@@ -141,6 +141,7 @@ LayerContext Model::Impl::layer_context() {
   c.train = train;
   c.seed = seed;
   if (train) c.grad = grad_map();
+  c.precision = train_compute;
   return c;
 }
 
@@ -323,6 +324,8 @@ void Model::set_compute_type(ComputeType t) {
   impl_->compute = t;
 }
 ComputeType Model::compute_type() const { return impl_->compute; }
+void Model::set_train_compute_type(ComputeType t) { impl_->train_compute = t; }
+ComputeType Model::train_compute_type() const { return impl_->train_compute; }
 void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
 Model::ExactAttention Model::exact_attention() const { return impl_->exact; }
 

@@ -48,6 +48,8 @@ struct Model::Impl : Layout {
   // weights are packed on the first inference forward after any parameter change.
   ComputeType compute = ComputeType::f32;
   bool packed_current = false;
+  // Precision of the products on unpacked operands (Model::set_train_compute_type).
+  ComputeType train_compute = ComputeType::f32;
   size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
 
   // Head workspace.

@@ -1,4 +1,4 @@
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
 
 #include <omp.h>
 
