@@ -10,9 +10,8 @@
 
 #include "core/buffer.h"
 #include "core/parallel.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "kernels/packed_linear.h"
 #include "layers/attention.h"
 #include "linformer/bench.h"
 #include "linformer/model.h"
@@ -38,7 +37,8 @@ void BM_GemmNT(benchmark::State& st) {
   const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
   Buffer<float> a(M * K), b(N * K), c(M * N);
   fill(a, 1), fill(b, 2), c.zero();
-  for (auto _ : st) gemm(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
+  for (auto _ : st)
+    gemm(ComputeType::f32, false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
   set_flops(st, 2.0 * M * N * K);
 }
 BENCHMARK(BM_GemmNT)
@@ -59,7 +59,7 @@ void BM_GemmNTPerThread(benchmark::State& st) {
   for (auto _ : st) {
     parallel_for(0, T, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
-        gemm(false, true, M, N, K, 1.f, a.data() + t * M * K, K, b.data(), K, 0.f,
+        gemm(ComputeType::f32, false, true, M, N, K, 1.f, a.data() + t * M * K, K, b.data(), K, 0.f,
              c.data() + t * M * N, N);
     });
   }

@@ -4,17 +4,12 @@
 
 #include <cmath>
 
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "linformer/model.h"
 #include "test_util.h"
 
 namespace lf {
 namespace {
-
-struct PrecisionGuard {
-  explicit PrecisionGuard(GemmPrecision p) { set_gemm_precision(p); }
-  ~PrecisionGuard() { set_gemm_precision(GemmPrecision::f32); }
-};
 
 // A model wide enough for its products to take the bf16 path.
 Config bf16_config() {
@@ -27,7 +22,6 @@ Config bf16_config() {
 }
 
 TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
-  PrecisionGuard g(GemmPrecision::bf16);
   const int64_t M = 96, N = 80, K = 200;  // big enough to take the bf16 path
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
@@ -36,7 +30,8 @@ TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
       auto B = test::random_vec((tb ? N : K) * ldb, 2);
       auto C = test::random_vec(M * ldc, 3);
       auto R = C;
-      gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 0.25f, C.data(), ldc);
+      gemm(ComputeType::bf16, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 0.25f, C.data(),
+           ldc);
       gemm_naive(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 0.25f, R.data(), ldc);
       // bf16 keeps 8 significant bits: each input carries relative error <= 2^-9, so a sum of
       // K random-sign products has relative error of order 2^-9; 1e-2 leaves a wide margin
@@ -68,8 +63,8 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     ids[i] = static_cast<int32_t>(rng_bits(9, 0, i) % c.vocab_size);
     if (i % 5 == 0) labels[i] = static_cast<int32_t>(rng_bits(9, 1, i) % c.vocab_size);
   }
-  auto run = [&](GemmPrecision p, std::vector<float>* grad) {
-    PrecisionGuard g(p);
+  auto run = [&](ComputeType p, std::vector<float>* grad) {
+    m.set_train_compute_type(p);
     m.zero_grad();
     m.forward(Batch{ids.data(), nullptr, B, N}, true);
     int64_t cnt = 0;
@@ -79,8 +74,8 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     return loss;
   };
   std::vector<float> g32, g16;
-  const double l32 = run(GemmPrecision::f32, &g32);
-  const double l16 = run(GemmPrecision::bf16, &g16);
+  const double l32 = run(ComputeType::f32, &g32);
+  const double l16 = run(ComputeType::bf16, &g16);
   EXPECT_NEAR(l16, l32, 1e-2 * l32);
   EXPECT_NE(l16, l32);  // the bf16 path was really used
   EXPECT_LT(test::rel_error(g16.data(), g32.data(), g32.size()), 5e-2);

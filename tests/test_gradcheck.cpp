@@ -304,6 +304,7 @@ TEST(GradCheck, AttentionProjectedKeys) {  // Linformer shape: Lk != N
 
 void seq_project_gradcheck(bool with_mask, bool with_em) {
   const int64_t B = 2, N = 5, K = 3, C = 4, ldE = 7, ldx = 6, ldo = 5;
+  const SeqProjDims sd{B, N, K, C, ldE, ldx, ldo};
   auto E = test::random_vec(K * ldE, 41), x = test::random_vec(B * N * ldx, 42),
        r = test::random_vec(B * K * ldo, 43), r2 = test::random_vec(B * K, 44);
   for (int64_t b = 0; b < B; ++b)  // the ldo padding columns are not outputs
@@ -313,8 +314,8 @@ void seq_project_gradcheck(bool with_mask, bool with_em) {
   const float* m = with_mask ? mask.data() : nullptr;
   std::vector<float> out(B * K * ldo), em(B * K), Ebm(B * K * N);
   auto loss = [&] {
-    seq_project_forward(out.data(), ldo, with_em ? em.data() : nullptr, Ebm.data(), E.data(), ldE,
-                        x.data(), ldx, m, B, N, K, C);
+    seq_project_forward(out.data(), with_em ? em.data() : nullptr, Ebm.data(), E.data(), x.data(),
+                        m, sd);
     double s = weighted_sum(out.data(), r);
     if (with_em) s += weighted_sum(em.data(), r2);
     return s;
@@ -330,8 +331,8 @@ void seq_project_gradcheck(bool with_mask, bool with_em) {
       }
   auto dx = zeros(x.size()), dE = zeros(E.size());
   std::vector<float> scratch(K * N);
-  seq_project_backward(dx.data(), ldx, dE.data(), r.data(), ldo, with_em ? r2.data() : nullptr,
-                       Ebm.data(), E.data(), ldE, x.data(), m, B, N, K, C, scratch.data());
+  seq_project_backward(dx.data(), dE.data(), r.data(), with_em ? r2.data() : nullptr, Ebm.data(),
+                       E.data(), x.data(), m, sd, scratch.data());
   const std::string tag = std::string("seq_project mask=") + (with_mask ? "1" : "0") +
                           " em=" + (with_em ? "1" : "0");
   // All entries, including the unused columns t >= N of E and the ldx padding of x (gradient 0).
@@ -339,8 +340,8 @@ void seq_project_gradcheck(bool with_mask, bool with_em) {
   check_grad(tag + ".dE", E.data(), E.size(), dE.data(), loss);
   // dE only (dx null) gives the same dE.
   auto dE2 = zeros(E.size());
-  seq_project_backward(nullptr, ldx, dE2.data(), r.data(), ldo, with_em ? r2.data() : nullptr,
-                       Ebm.data(), E.data(), ldE, x.data(), m, B, N, K, C, scratch.data());
+  seq_project_backward(nullptr, dE2.data(), r.data(), with_em ? r2.data() : nullptr, Ebm.data(),
+                       E.data(), x.data(), m, sd, scratch.data());
   EXPECT_LT(test::rel_error(dE2.data(), dE.data(), dE.size()), 1e-6);
 }
 
@@ -505,13 +506,14 @@ TEST(GradCheck, BackwardAccumulates) {
     std::vector<float> mask = {1, 1, 1, 1, 1, 0, 1, 0};
     const float* m = with_mask ? mask.data() : nullptr;
     std::vector<float> out(B * K * C), em(B * K), Ebm(B * K * N), scratch(K * N);
-    seq_project_forward(out.data(), C, em.data(), Ebm.data(), E.data(), N, x.data(), C, m, B, N, K, C);
+    const SeqProjDims sd{B, N, K, C, N, C, C};
+    seq_project_forward(out.data(), em.data(), Ebm.data(), E.data(), x.data(), m, sd);
     auto [x0, x1] = two(x.size());
     auto [E0, E1] = two(E.size());
-    seq_project_backward(x0.data(), C, E0.data(), g.data(), C, gem.data(), Ebm.data(), E.data(), N,
-                         x.data(), m, B, N, K, C, scratch.data());
-    seq_project_backward(x1.data(), C, E1.data(), g.data(), C, gem.data(), Ebm.data(), E.data(), N,
-                         x.data(), m, B, N, K, C, scratch.data());
+    seq_project_backward(x0.data(), E0.data(), g.data(), gem.data(), Ebm.data(), E.data(), x.data(),
+                         m, sd, scratch.data());
+    seq_project_backward(x1.data(), E1.data(), g.data(), gem.data(), Ebm.data(), E.data(), x.data(),
+                         m, sd, scratch.data());
     expect_accumulated("seq_project.dx", x0, x1, c);
     expect_accumulated("seq_project.dE", E0, E1, c);
   }

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "linformer/rng.h"
 #include "test_util.h"
@@ -30,8 +30,8 @@ struct ThreadGuard {
 // C = alpha op(A) op(B) + beta C, written out from the definition (double accumulation).
 // beta == 0 means C is not read.
 void gemm_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-               const std::vector<float>& A, int64_t lda, const std::vector<float>& B,
-               int64_t ldb, double beta, std::vector<double>& C, int64_t ldc) {
+               const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
+               double beta, std::vector<double>& C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double s = 0;
@@ -69,7 +69,8 @@ void run_gemm_case(const GemmCase& g, uint64_t seed) {
   gemm_loop(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A, lda, B, ldb, g.beta, ref, ldc);
 
   std::vector<float> C1 = C0, C2 = C0;
-  gemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, B.data(), ldb, g.beta, C1.data(), ldc);
+  gemm(ComputeType::f32, g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, B.data(), ldb, g.beta,
+       C1.data(), ldc);
   gemm_naive(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, B.data(), ldb, g.beta, C2.data(),
              ldc);
   // Each output is a K-term dot product of O(1) values: float32 accumulation error is at most
@@ -91,16 +92,16 @@ void run_gemm_case(const GemmCase& g, uint64_t seed) {
         mag += std::abs(g.alpha * a * b);
       }
       const double tol = 1e-6 * (g.K + 1) * std::max(mag, 1e-3);
-      ASSERT_NEAR(C1[idx], ref[idx], tol) << "gemm ta=" << g.ta << " tb=" << g.tb << " M=" << g.M
-                                          << " N=" << g.N << " K=" << g.K << " at " << i << ","
-                                          << j;
+      ASSERT_NEAR(C1[idx], ref[idx], tol)
+          << "gemm ta=" << g.ta << " tb=" << g.tb << " M=" << g.M << " N=" << g.N << " K=" << g.K
+          << " at " << i << "," << j;
       ASSERT_NEAR(C2[idx], ref[idx], 2e-7 * std::max(std::abs(ref[idx]), 1e-3) + 1e-30)
           << "gemm_naive at " << i << "," << j;
     }
 }
 
 TEST(Gemm, AllTransposesShapesAndLeadingDims) {
-  const int64_t shapes[][3] = {{5, 7, 3},  {7, 5, 9},   {1, 9, 4},   {8, 1, 6},  {1, 1, 11},
+  const int64_t shapes[][3] = {{5, 7, 3},    {7, 5, 9},    {1, 9, 4},   {8, 1, 6},   {1, 1, 11},
                                {13, 11, 17}, {64, 33, 70}, {3, 130, 2}, {130, 3, 65}};
   uint64_t seed = 100;
   for (int ta = 0; ta < 2; ++ta)
@@ -125,9 +126,10 @@ TEST(Gemm, BetaZeroDoesNotReadC) {
       const int64_t M = 9, N = 6, K = 5;
       std::vector<float> A = test::random_vec(M * K, 1), B = test::random_vec(K * N, 2);
       std::vector<float> C(M * N, kNaN), Cn(M * N, kNaN);
-      for (size_t i = 0; i < C.size(); i += 3) C[i] = Cn[i] = std::numeric_limits<float>::infinity();
+      for (size_t i = 0; i < C.size(); i += 3)
+        C[i] = Cn[i] = std::numeric_limits<float>::infinity();
       const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      gemm(ta, tb, M, N, K, 1.f, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
+      gemm(ComputeType::f32, ta, tb, M, N, K, 1.f, A.data(), lda, B.data(), ldb, 0.f, C.data(), N);
       gemm_naive(ta, tb, M, N, K, 1.f, A.data(), lda, B.data(), ldb, 0.f, Cn.data(), N);
       std::vector<double> ref(M * N, 0.0);
       gemm_loop(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, ref, N);
@@ -150,7 +152,8 @@ TEST(Gemm, ZeroInnerDimension) {
     for (int64_t i = 0; i < M; ++i) C[i * ldc + 6] = 77.f;  // padding column
     Cn = C;
     const std::vector<float> C0 = C;
-    gemm(false, true, M, N, 0, 2.f, A.data(), 1, B.data(), 1, beta, C.data(), ldc);
+    gemm(ComputeType::f32, false, true, M, N, 0, 2.f, A.data(), 1, B.data(), 1, beta, C.data(),
+         ldc);
     gemm_naive(false, true, M, N, 0, 2.f, A.data(), 1, B.data(), 1, beta, Cn.data(), ldc);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < ldc; ++j) {
@@ -169,8 +172,8 @@ TEST(Gemm, ZeroInnerDimension) {
 TEST(Gemm, EmptyOutputTouchesNothing) {
   std::vector<float> A = test::random_vec(8, 1), B = test::random_vec(8, 2);
   std::vector<float> C(8, 3.f);
-  gemm(false, false, 0, 4, 2, 1.f, A.data(), 2, B.data(), 4, 0.f, C.data(), 4);
-  gemm(false, false, 4, 0, 2, 1.f, A.data(), 2, B.data(), 1, 0.f, C.data(), 1);
+  gemm(ComputeType::f32, false, false, 0, 4, 2, 1.f, A.data(), 2, B.data(), 4, 0.f, C.data(), 4);
+  gemm(ComputeType::f32, false, false, 4, 0, 2, 1.f, A.data(), 2, B.data(), 1, 0.f, C.data(), 1);
   for (float c : C) EXPECT_EQ(c, 3.f);
 }
 
@@ -181,7 +184,7 @@ TEST(Kernel, LayerNormMatchesLoop) {
   const int64_t rows = 7, C = 37;
   const float eps = 1e-5f;
   std::vector<float> x = test::random_vec(rows * C, 3, 2.f);
-  for (int64_t i = 0; i < C; ++i) x[i] += 5.f;  // a row with a large mean
+  for (int64_t i = 0; i < C; ++i) x[i] += 5.f;       // a row with a large mean
   for (int64_t i = 0; i < C; ++i) x[C + i] = 0.25f;  // a constant row: variance 0
   std::vector<float> w = test::random_vec(C, 4), b = test::random_vec(C, 5);
   std::vector<float> y(rows * C), mean(rows), rstd(rows);
@@ -383,8 +386,8 @@ TEST(Kernel, DropoutKeepFractionScalingAndBackwardMask) {
   dropout_forward(y2.data(), x.data(), n, p, 42, 8);
   dropout_forward(y3.data(), x.data(), n, p, 43, 7);
   int64_t same2 = 0, same3 = 0;
-  for (int64_t i = 0; i < n; ++i) same2 += (y2[i] == 0.f) == (y[i] == 0.f),
-                                  same3 += (y3[i] == 0.f) == (y[i] == 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    same2 += (y2[i] == 0.f) == (y[i] == 0.f), same3 += (y3[i] == 0.f) == (y[i] == 0.f);
   EXPECT_LT(double(same2) / n, 0.62);
   EXPECT_LT(double(same3) / n, 0.62);
 

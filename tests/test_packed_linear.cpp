@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
 #include "test_util.h"
 
 namespace lf {

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "kernels/packed_linear.h"
-#include "layers/attention.h"
 #include "core/parallel.h"
+#include "kernels/matmul.h"
+#include "layers/attention.h"
 #include "linformer/model.h"
 #include "test_util.h"
 

@@ -105,6 +105,14 @@ class Model {
   ComputeType compute_type() const;
   void weights_changed();
 
+  // Precision of the products computed on the f32 parameters in place: every product of
+  // training (forward, backward, heads) and, in inference, the attention products, sequence
+  // projections and heads (its linear maps follow set_compute_type()). f32 by default;
+  // `pretrain --bf16` sets bf16: inputs of large products rounded to bfloat16, f32
+  // accumulation, f32 master weights and gradients.
+  void set_train_compute_type(ComputeType t);
+  ComputeType train_compute_type() const;
+
   // How inference (train = false) computes standard attention; all three give the same
   // function (to float rounding), training is unaffected, Linformer attention ignores it.
   //  tiled (default): per (sequence, head), one N x N score tile per thread.

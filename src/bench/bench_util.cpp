@@ -7,8 +7,8 @@
 
 #include "core/buffer.h"
 #include "core/parallel.h"
-#include "kernels/gemm.h"
-#include "kernels/packed_linear.h"
+#include "kernels/matmul.h"
+#include "layers/attention_path.h"
 #include "linformer/bench.h"
 #include "linformer/model.h"
 
@@ -17,26 +17,9 @@ namespace lf::bench {
 double layer_flops(const Config& cfg, int64_t l, int64_t n) {
   const double N = static_cast<double>(n), D = static_cast<double>(cfg.d_model),
                F = static_cast<double>(cfg.d_ff);
-  // Q and output maps, FFN: always over all n rows.
-  double f = 2.0 * N * (2.0 * D * D) + 2.0 * N * (2.0 * D * F);
-  if (!cfg.is_linformer()) {
-    f += 2.0 * N * (2.0 * D * D);  // K and V maps
-    f += 2.0 * (2.0 * N * N * D);  // scores and weighted values, all heads
-    return f;
-  }
-  const double K = static_cast<double>(cfg.k_of(l));
-  const bool project_input =
-      cfg.projection != Projection::max_pool && cfg.sharing != Sharing::none;
-  if (project_input) {
-    const bool shared = cfg.sharing == Sharing::kv || cfg.sharing == Sharing::layerwise;
-    f += (shared ? 1.0 : 2.0) * 2.0 * K * N * D;  // E diag(m) X
-    f += 2.0 * K * (2.0 * D * D);                 // K and V maps on the k projected rows
-  } else {
-    f += 2.0 * N * (2.0 * D * D);  // K and V maps on all rows
-    if (cfg.projection != Projection::max_pool) f += 2.0 * (2.0 * K * N * D);  // per-head E
-  }
-  f += 2.0 * (2.0 * N * K * D);  // scores and weighted values against k projected rows
-  return f;
+  // Q and output maps, FFN: always over all n rows; the rest depends on the attention path.
+  const double f = 2.0 * N * (2.0 * D * D) + 2.0 * N * (2.0 * D * F);
+  return f + attention_path(cfg).flops(cfg, l, N);
 }
 
 double encoder_flops(const Config& cfg, int64_t n) {
@@ -91,8 +74,7 @@ size_t mem_total_bytes() { return status_kb("/proc/meminfo", "MemTotal:"); }
 int threads() { return num_threads(); }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
@@ -108,7 +90,7 @@ double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
     if (t == ComputeType::bf16)
       pl.apply(c.data(), a.data(), M, nullptr, PackedLinear::Epilogue::store);
     else
-      gemm(false, true, M, N, K, 1.f, a.data(), K, w.data(), K, 0.f, c.data(), N);
+      gemm(ComputeType::f32, false, true, M, N, K, 1.f, a.data(), K, w.data(), K, 0.f, c.data(), N);
     const double dt = now_seconds() - t0;
     if (r > 0) best = std::min(best, dt);  // r = 0 is the warm-up
   }

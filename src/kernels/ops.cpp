@@ -6,31 +6,38 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/vec_math.h"
+#include "linformer/error.h"
 #include "linformer/rng.h"
 
 namespace lf {
 
 namespace {
 constexpr int64_t kGrainElems = 1 << 14;
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1)); }
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1));
+}
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
-                    int64_t in, int64_t out_f) {
+                    int64_t in, int64_t out_f, ComputeType prec) {
+  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_forward: bad shape rows=", rows,
+                 " in=", in, " out=", out_f);
   if (b) {
     parallel_for(0, rows, row_grain(out_f), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + out_f, out + r * out_f);
     });
   }
-  gemm(false, true, rows, out_f, in, 1.f, inp, in, W, in, b ? 1.f : 0.f, out, out_f);
+  gemm(prec, false, true, rows, out_f, in, 1.f, inp, in, W, in, b ? 1.f : 0.f, out, out_f);
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, int64_t rows, int64_t in, int64_t out_f) {
-  if (dinp) gemm(false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
-  if (dW) gemm(true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
+                     const float* W, int64_t rows, int64_t in, int64_t out_f, ComputeType prec) {
+  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_backward: bad shape rows=", rows,
+                 " in=", in, " out=", out_f);
+  if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
+  if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
   if (db) {
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
@@ -104,9 +111,8 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    vm::gelu_n(out + i0, inp + i0, i1 - i0);
-  });
+  parallel_for(0, n, kGrainElems,
+               [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
@@ -136,7 +142,8 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
   float mx = kNegInf;
   if (key_mask) {
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, key_mask[j] != 0.f ? x[j] * scale : kNegInf);
+    for (int64_t j = 0; j < cols; ++j)
+      mx = std::max(mx, key_mask[j] != 0.f ? x[j] * scale : kNegInf);
   } else {
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, x[j] * scale);
@@ -222,7 +229,8 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
   const float keep_scale = 1.f / (1.f - p);
   const DropoutMask mask(p, seed, stream);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    mask.for_range(i0, i1, [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
+    mask.for_range(i0, i1,
+                   [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
   });
 }
 

@@ -5,14 +5,18 @@
 #pragma once
 #include <cstdint>
 
+#include "linformer/compute_type.h"
+
 namespace lf {
 
 // out = inp W^T + b.  inp [rows, in], W [out_f, in], b [out_f] or null, out [rows, out_f].
+// t: precision of the products (kernels/matmul.h).
 void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
-                    int64_t in, int64_t out_f);
+                    int64_t in, int64_t out_f, ComputeType t = ComputeType::f32);
 // dinp += dout W; dW += dout^T inp; db += column sums of dout. Any of dinp/dW/db may be null.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, int64_t rows, int64_t in, int64_t out_f);
+                     const float* W, int64_t rows, int64_t in, int64_t out_f,
+                     ComputeType t = ComputeType::f32);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,

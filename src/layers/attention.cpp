@@ -4,9 +4,10 @@
 #include <limits>
 
 #include "core/parallel.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
+#include "linformer/error.h"
 #include "linformer/rng.h"
 
 namespace lf {
@@ -18,12 +19,28 @@ int64_t attention_scratch_floats(const AttnDims& d, bool dropout) {
 }
 
 namespace {
+
 int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
+
+// Debug-build shape checks at kernel entry.
+void check(const AttnDims& d) {
+  LF_DEBUG_CHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.D == d.H * d.Dh,
+                 "attention: inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D,
+                 " H=", d.H, " Dh=", d.Dh);
+}
+void check(const SeqProjDims& d) {
+  LF_DEBUG_CHECK(
+      d.B > 0 && d.N > 0 && d.K > 0 && d.C > 0 && d.ldE >= d.N && d.ldx >= d.C && d.ldo >= d.C,
+      "seq_project: inconsistent dims B=", d.B, " N=", d.N, " K=", d.K, " C=", d.C, " ldE=", d.ldE,
+      " ldx=", d.ldx, " ldo=", d.ldo);
+}
+
 }  // namespace
 
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                       uint64_t seed, uint64_t stream, float* scratch) {
+                       uint64_t seed, uint64_t stream, float* scratch, ComputeType prec) {
+  check(d);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -34,7 +51,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
       const float* kb = kk + b * d.Lk * d.D + h * d.Dh;
       const float* vb = vv + b * d.Lk * d.D + h * d.Dh;
       float* P = probs ? probs + bh * tile : s;
-      gemm(false, true, d.N, d.Lk, d.Dh, 1.f, qb, d.D, kb, d.D, 0.f, P, d.Lk);
+      gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, qb, d.D, kb, d.D, 0.f, P, d.Lk);
       const float* km = key_mask ? key_mask + b * d.Lk : nullptr;
       if (d.causal) {
         for (int64_t i = 0; i < d.N; ++i) {
@@ -51,7 +68,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
         dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, bh));
         Pd = t;
       }
-      gemm(false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vb, d.D, 0.f,
+      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vb, d.D, 0.f,
            ctx + b * d.N * d.D + h * d.Dh, d.D);
     }
   });
@@ -59,8 +76,9 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
-                        float scale, float p_drop, uint64_t seed, uint64_t stream,
-                        float* scratch) {
+                        float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
+                        ComputeType prec) {
+  check(d);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -75,12 +93,12 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
         Pd = s;
       }
       float* dP = s + tile;
-      gemm(false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
-      gemm(true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, 1.f, dvv + ko, d.D);
+      gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
+      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, 1.f, dvv + ko, d.D);
       if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, rng_stream(stream, bh));
       softmax_backward(dP, P, dP, d.N, d.Lk, scale, false);
-      gemm(false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, 1.f, dq + qo, d.D);
-      gemm(true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);
+      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, 1.f, dq + qo, d.D);
+      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);
     }
   });
 }
@@ -91,13 +109,14 @@ int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d) {
 
 void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
                     const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
-                    float scale, float* work) {
+                    float scale, float* work, ComputeType prec) {
+  check(d);
   const int64_t rows = i1 - i0, Lk = d.Lk;
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
   for (int64_t h = 0; h < d.H; ++h) {
     const float* kb = kk + b * Lk * d.D + h * d.Dh;
     const float* vb = vv + b * Lk * d.D + h * d.Dh;
-    gemm(false, true, rows, Lk, d.Dh, 1.f, q + h * d.Dh, d.D, kb, d.D, 0.f, work, Lk);
+    gemm(prec, false, true, rows, Lk, d.Dh, 1.f, q + h * d.Dh, d.D, kb, d.D, 0.f, work, Lk);
     if (d.causal) {
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t seen = std::min(i0 + r + 1, Lk);
@@ -107,7 +126,7 @@ void attention_rows(float* ctx, const float* q, const float* kk, const float* vv
     } else {
       softmax_forward(work, work, rows, Lk, scale, km);
     }
-    gemm(false, false, rows, d.Dh, Lk, 1.f, work, Lk, vb, d.D, 0.f, ctx + h * d.Dh, d.D);
+    gemm(prec, false, false, rows, d.Dh, Lk, 1.f, work, Lk, vb, d.D, 0.f, ctx + h * d.Dh, d.D);
   }
 }
 
@@ -117,12 +136,13 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
 
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
                               const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
-                              int64_t i1, float scale, float* work) {
+                              int64_t i1, float scale, float* work, ComputeType prec) {
+  check(d);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t rows = i1 - i0, Lk = d.Lk, kb = kStreamKeyBlock, Dh = d.Dh, D = d.D;
-  float* S = work;                // [rows, kb] scores, then weights
-  float* m = work + rows * kb;    // running max of scale * score, per row
-  float* l = m + rows;            // running sum of weights, per row
+  float* S = work;              // [rows, kb] scores, then weights
+  float* m = work + rows * kb;  // running max of scale * score, per row
+  float* l = m + rows;          // running sum of weights, per row
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
   // Keys a row may see: all, or j <= i when causal.
   const int64_t key_end = d.causal ? std::min(Lk, i1) : Lk;
@@ -143,7 +163,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         for (int64_t j = 0; j < cols && !any; ++j) any = mj[j] != 0.f;
         if (!any) continue;  // a fully padded key block contributes nothing
       }
-      gemm(false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh + j0 * D, D, 0.f, S, kb);
+      gemm(prec, false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh + j0 * D, D, 0.f, S, kb);
       for (int64_t r = 0; r < rows; ++r) {
         float* s = S + r * kb;
         // Columns this row may see in the block (causal: keys up to its own position).
@@ -151,7 +171,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         float bm = kNegInf;
         if (mj) {
 #pragma omp simd reduction(max : bm)
-          for (int64_t j = 0; j < lim; ++j) bm = std::max(bm, mj[j] != 0.f ? s[j] * scale : kNegInf);
+          for (int64_t j = 0; j < lim; ++j)
+            bm = std::max(bm, mj[j] != 0.f ? s[j] * scale : kNegInf);
         } else {
 #pragma omp simd reduction(max : bm)
           for (int64_t j = 0; j < lim; ++j) bm = std::max(bm, s[j] * scale);
@@ -185,7 +206,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         }
         l[r] += sum;
       }
-      gemm(false, false, rows, Dh, cols, 1.f, S, kb, vh + j0 * D, D, 1.f, O, D);
+      gemm(prec, false, false, rows, Dh, cols, 1.f, S, kb, vh + j0 * D, D, 1.f, O, D);
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* o = O + r * D;
@@ -198,7 +219,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
 
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch) {
+                                 float* scratch, ComputeType prec) {
+  check(d);
   const int64_t qb = kStreamQueryBlock;
   const int64_t nb = (d.N + qb - 1) / qb;
   const int64_t per_thread = attention_streaming_work_floats(qb, d);
@@ -207,16 +229,19 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / nb, i0 = (t % nb) * qb, i1 = std::min(d.N, i0 + qb);
       const int64_t off = (b * d.N + i0) * d.D;
-      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d, b, i0, i1, scale, w);
+      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d, b, i0, i1, scale, w, prec);
     }
   });
 }
 
-void seq_project_forward_lowmem(float* out, int64_t ldo, float* em, const float* E, int64_t ldE,
-                                const float* x, int64_t ldx, const float* mask, int64_t B,
-                                int64_t N, int64_t K, int64_t C, float* scratch, int64_t tchunk) {
+void seq_project_forward_lowmem(float* out, float* em, const float* E, const float* x,
+                                const float* mask, const SeqProjDims& dims, float* scratch,
+                                int64_t tchunk, ComputeType prec) {
+  check(dims);
+  const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
+  const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   if (!mask) {
-    seq_project_forward(out, ldo, em, nullptr, E, ldE, x, ldx, nullptr, B, N, K, C);
+    seq_project_forward(out, em, nullptr, E, x, nullptr, dims, prec);
     return;
   }
   for (int64_t b = 0; b < B; ++b) {
@@ -241,14 +266,17 @@ void seq_project_forward_lowmem(float* out, int64_t ldo, float* em, const float*
           if (em) em[b * K + j] += s;
         }
       });
-      gemm(false, false, K, C, tc, 1.f, scratch, tc, x + (b * N + t0) * ldx, ldx, 1.f, ob, ldo);
+      gemm(prec, false, false, K, C, tc, 1.f, scratch, tc, x + (b * N + t0) * ldx, ldx, 1.f, ob,
+           ldo);
     }
   }
 }
 
-void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const float* E,
-                         int64_t ldE, const float* x, int64_t ldx, const float* mask, int64_t B,
-                         int64_t N, int64_t K, int64_t C) {
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
+                         const float* mask, const SeqProjDims& dims, ComputeType prec) {
+  check(dims);
+  const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
+  const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
     const float* A = E;
     int64_t lda = ldE;
@@ -271,28 +299,31 @@ void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const f
         }
       });
     }
-    gemm(false, false, K, C, N, 1.f, A, lda, x + b * N * ldx, ldx, 0.f, out + b * K * ldo, ldo);
+    gemm(prec, false, false, K, C, N, 1.f, A, lda, x + b * N * ldx, ldx, 0.f, out + b * K * ldo,
+         ldo);
   }
 }
 
-void seq_project_backward(float* dx, int64_t ldx, float* dE, const float* dout, int64_t ldo,
-                          const float* dem, const float* Ebm, const float* E, int64_t ldE,
-                          const float* x, const float* mask, int64_t B, int64_t N, int64_t K,
-                          int64_t C, float* scratch) {
+void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
+                          const float* Ebm, const float* E, const float* x, const float* mask,
+                          const SeqProjDims& dims, float* scratch, ComputeType prec) {
+  check(dims);
+  const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
+  const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
     const float* A = mask ? Ebm + b * K * N : E;
     const int64_t lda = mask ? N : ldE;
     const float* db = dout + b * K * ldo;
-    if (dx) gemm(true, false, N, C, K, 1.f, A, lda, db, ldo, 1.f, dx + b * N * ldx, ldx);
+    if (dx) gemm(prec, true, false, N, C, K, 1.f, A, lda, db, ldo, 1.f, dx + b * N * ldx, ldx);
     if (!dE) continue;
     if (!mask) {
-      gemm(false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 1.f, dE, ldE);
+      gemm(prec, false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 1.f, dE, ldE);
       if (dem)
         for (int64_t j = 0; j < K; ++j)
           for (int64_t t = 0; t < N; ++t) dE[j * ldE + t] += dem[b * K + j];
       continue;
     }
-    gemm(false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 0.f, scratch, N);
+    gemm(prec, false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 0.f, scratch, N);
     const float* m = mask + b * N;
     for (int64_t j = 0; j < K; ++j) {
       const float e = dem ? dem[b * K + j] : 0.f;

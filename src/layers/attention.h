@@ -3,13 +3,15 @@
 #pragma once
 #include <cstdint>
 
+#include "linformer/compute_type.h"
+
 namespace lf {
 
 struct AttnDims {
   int64_t B = 0, N = 0;  // batch, query length
   int64_t Lk = 0;        // key length: N (standard) or k (Linformer)
   int64_t D = 0, H = 0, Dh = 0;
-  bool causal = false;   // query i sees keys j <= i only (standard attention)
+  bool causal = false;  // query i sees keys j <= i only (standard attention)
 };
 
 // ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh.
@@ -18,12 +20,13 @@ struct AttnDims {
 // scratch). scratch: per-thread workspace, attention_scratch_floats(dims) floats per thread.
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                       uint64_t seed, uint64_t stream, float* scratch);
+                       uint64_t seed, uint64_t stream, float* scratch,
+                       ComputeType t = ComputeType::f32);
 // Accumulates into dq, dkk, dvv.
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
-                        float scale, float p_drop, uint64_t seed, uint64_t stream,
-                        float* scratch);
+                        float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
+                        ComputeType t = ComputeType::f32);
 // Per-thread scratch of attention_forward/backward: two N x Lk tiles, or one when no dropout
 // is applied (inference).
 int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);
@@ -36,7 +39,7 @@ int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);
 // Scores of the rows against all Lk keys at once: work holds (i1 - i0) * Lk floats.
 void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
                     const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
-                    float scale, float* work);
+                    float scale, float* work, ComputeType t = ComputeType::f32);
 int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 
 // Exact attention with the streaming (online) softmax over blocks of kStreamKeyBlock keys,
@@ -47,7 +50,8 @@ constexpr int64_t kStreamKeyBlock = 256;
 constexpr int64_t kStreamQueryBlock = 128;
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
                               const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
-                              int64_t i1, float scale, float* work);
+                              int64_t i1, float scale, float* work,
+                              ComputeType t = ComputeType::f32);
 int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 
 // Whole-batch streaming attention (no dropout): parallel over (batch, query blocks of
@@ -55,31 +59,35 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 // attention_streaming_work_floats(kStreamQueryBlock, d) floats.
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch);
+                                 float* scratch, ComputeType t = ComputeType::f32);
 
-// Sequence-axis projection with a matrix E [K, ldE] (first N columns used):
-// out_b = E diag(m_b) x_b for every batch element; x [B,N,C] with row stride ldx,
-// out [B,K,C] with row stride ldo. em[b*K + j] = sum_t E[j,t] m_b[t] (may be null).
-// Ebm [B,K,N] receives E diag(m_b) when mask is non-null (needed by backward).
-void seq_project_forward(float* out, int64_t ldo, float* em, float* Ebm, const float* E,
-                         int64_t ldE, const float* x, int64_t ldx, const float* mask, int64_t B,
-                         int64_t N, int64_t K, int64_t C);
+// Shapes of a sequence-axis projection out_b = E diag(m_b) x_b: x [B,N,C] with row stride
+// ldx, out [B,K,C] with row stride ldo, E [K, ldE] (first N columns used).
+struct SeqProjDims {
+  int64_t B = 0, N = 0, K = 0, C = 0;
+  int64_t ldE = 0, ldx = 0, ldo = 0;
+};
+
+// out_b = E diag(m_b) x_b for every batch element; em[b*K + j] = sum_t E[j,t] m_b[t] (may be
+// null). Ebm [B,K,N] receives E diag(m_b) when mask is non-null (needed by backward).
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
+                         const float* mask, const SeqProjDims& dims,
+                         ComputeType t = ComputeType::f32);
 // dx_b += (E diag(m_b))^T dout_b; dE[:, :N] += sum_b (dout_b x_b^T + dem_b 1^T) diag(m_b).
-// dE / dem / dx may be null. scratch: K*N floats.
-void seq_project_backward(float* dx, int64_t ldx, float* dE, const float* dout, int64_t ldo,
-                          const float* dem, const float* Ebm, const float* E, int64_t ldE,
-                          const float* x, const float* mask, int64_t B, int64_t N, int64_t K,
-                          int64_t C, float* scratch);
-
-// Max pooling over windows of w positions: out[b,j,c] = max over real t in
-// [j*w, min((j+1)*w, N)) of x[b,t,c], 0 if none; arg keeps the chosen t (or -1).
+// dout [B,K,C] (stride ldo), dx like x. dE / dem / dx may be null. scratch: K*N floats.
+void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
+                          const float* Ebm, const float* E, const float* x, const float* mask,
+                          const SeqProjDims& dims, float* scratch,
+                          ComputeType t = ComputeType::f32);
 // Inference form of seq_project_forward: the same out and em, without the [B,K,N] Ebm
 // buffer. With a mask, E diag(m_b) is formed tchunk columns at a time in scratch
 // (K * tchunk floats); fully padded column blocks are skipped.
-void seq_project_forward_lowmem(float* out, int64_t ldo, float* em, const float* E, int64_t ldE,
-                                const float* x, int64_t ldx, const float* mask, int64_t B,
-                                int64_t N, int64_t K, int64_t C, float* scratch, int64_t tchunk);
+void seq_project_forward_lowmem(float* out, float* em, const float* E, const float* x,
+                                const float* mask, const SeqProjDims& dims, float* scratch,
+                                int64_t tchunk, ComputeType t = ComputeType::f32);
 
+// Max pooling over windows of w positions: out[b,j,c] = max over real t in
+// [j*w, min((j+1)*w, N)) of x[b,t,c], 0 if none; arg keeps the chosen t (or -1).
 void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
                       int64_t N, int64_t K, int64_t w, int64_t C);
 void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,

@@ -6,7 +6,6 @@
 
 #include "data/corpus.h"
 #include "data/mlm_data.h"
-#include "kernels/gemm.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -115,7 +114,6 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   opt.optim.total_steps = opt.steps;
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
-  set_gemm_precision(opt.bf16 ? GemmPrecision::bf16 : GemmPrecision::f32);
   create_run_folder(opt.out);
   std::error_code ec;
   auto say = [&](const char* fmt, auto... a) {
@@ -178,6 +176,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       static_cast<long long>(valid_seqs.count()));
 
   Model model(cfg);
+  model.set_train_compute_type(opt.bf16 ? ComputeType::bf16 : ComputeType::f32);
   if (!opt.init_from.empty()) {
     LoadReport rep =
         load_weights(model, (fs::path(opt.init_from) / "model.safetensors").string(), {true, opt.seed});

@@ -1,14 +1,13 @@
-// A linear map y = x W^T (+ bias) whose weight W [out, in] (torch.nn.Linear's layout) is
-// packed once into the layout oneDNN's matmul prefers, in f32 or bf16. Inference uses it so
-// that products neither re-pack B nor re-round it on every call, and fuses the bias, GELU
-// or the residual sum into the product. One oneDNN primitive is built per row count,
-// epilogue and threading context, on first use.
-//
-// bf16: W is rounded to bfloat16 once; each call rounds x to bfloat16 (round to nearest
-// even) into per-thread scratch, and the product accumulates in f32 (AVX512-BF16).
-//
-// Callable from inside an OpenMP parallel region (each thread then runs its own product on
-// one core) or from outside (the product uses every thread).
+// The one matrix-product module: every product of the engine goes through it, with its
+// precision passed per call (ComputeType, see linformer/compute_type.h):
+//   f32   oneDNN sgemm
+//   bf16  inputs rounded to bfloat16 (AVX512-BF16 through oneDNN), products accumulated and
+//         written in f32: mixed precision with f32 master weights. Products under ~1 MFLOP
+//         stay f32, where conversion would cost more than it saves.
+// Two operand kinds for the right-hand side:
+//   a plain row-major matrix    gemm()          C = alpha op(A) op(B) + beta C
+//   a packed weight             PackedLinear    y = x W^T (+ bias, GELU or accumulate)
+// Debug builds check shapes and leading dimensions at entry.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,6 +16,29 @@
 
 namespace lf {
 
+// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
+// leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
+// once per shape and thread and cached.
+void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc);
+
+// Plain triple loop with double accumulation: the reference the tests compare against.
+void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc);
+
+// A linear map y = x W^T (+ bias) whose weight W [out, in] (torch.nn.Linear's layout) is
+// packed once into the layout oneDNN's matmul prefers, in f32 or bf16. Inference uses it so
+// that products neither re-pack W nor re-round it on every call, and fuses the bias, GELU
+// or the residual sum into the product. One oneDNN primitive is built per row count,
+// epilogue and threading context, on first use.
+//
+// bf16: W is rounded to bfloat16 once; each call rounds x to bfloat16 (round to nearest
+// even) into per-thread scratch, and the product accumulates in f32 (AVX512-BF16).
+//
+// Callable from inside an OpenMP parallel region (each thread then runs its own product on
+// one core) or from outside (the product uses every thread).
 class PackedLinear {
  public:
   // What happens to x W^T + bias before it is stored in out.

@@ -1,5 +1,3 @@
-#include "kernels/packed_linear.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "kernels/dnnl_util.h"
+#include "kernels/matmul.h"
 #include "linformer/error.h"
 
 namespace lf {

@@ -1,12 +1,13 @@
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
+#include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 #include <vector>
 
 #include "core/parallel.h"
@@ -50,22 +51,24 @@ const dnnl::engine& cpu_engine() {
 
 namespace {
 
-std::atomic<GemmPrecision> g_precision{GemmPrecision::f32};
+// A bf16 product's shape: everything its oneDNN primitive depends on (the inputs are copied
+// densely, so their leading dimensions are not part of it).
+using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, float, float>;
 
-// C = alpha op(A) op(B) + beta C with bf16 inputs through a oneDNN matmul primitive
-// (oneDNN caches primitives by shape, so repeated shapes are cheap).
-void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+struct Bf16Product {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul prim;
+};
+
+// The primitive for a shape, built on first use; one cache per thread (primitives are not
+// shared between threads that may run them at once).
+const Bf16Product& bf16_product(const Bf16Key& key) {
+  thread_local std::map<Bf16Key, Bf16Product> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
-  thread_local std::vector<uint16_t> abuf, bbuf;
-  thread_local dnnl::stream strm(cpu_engine());
-  const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
-  const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
-  if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
-  if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
-  to_bf16(abuf.data(), A, ar, ac, lda);
-  to_bf16(bbuf.data(), B, br, bc, ldb);
-  // Logical op(A) is M x K: strides {K..} for plain, {1, M} for the transposed storage.
+  const auto [ta, tb, M, N, K, ldc, alpha, beta] = key;
+  // Logical op(A) is M x K: strides {K, 1} for plain storage, {1, M} for the transposed one.
   dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
   dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
   dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
@@ -77,27 +80,44 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
     attr.set_post_ops(po);
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
-  dnnl::matmul mm(pd);
-  dnnl::memory ma(a, cpu_engine(), abuf.data()), mb(b, cpu_engine(), bbuf.data()),
-      mc(c, cpu_engine(), C);
-  mm.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  return cache.emplace(key, Bf16Product{a, b, c, dnnl::matmul(pd)}).first->second;
+}
+
+// C = alpha op(A) op(B) + beta C with bf16 inputs through a cached oneDNN matmul primitive.
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<uint16_t> abuf, bbuf;
+  thread_local dnnl::stream strm(cpu_engine());
+  const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
+  const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
+  if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
+  if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
+  to_bf16(abuf.data(), A, ar, ac, lda);
+  to_bf16(bbuf.data(), B, br, bc, ldb);
+  const Bf16Product& p = bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta});
+  dnnl::memory ma(p.a, cpu_engine(), abuf.data()), mb(p.b, cpu_engine(), bbuf.data()),
+      mc(p.c, cpu_engine(), C);
+  p.prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   strm.wait();
 }
 
 }  // namespace
 
-void set_gemm_precision(GemmPrecision p) { g_precision = p; }
-GemmPrecision gemm_precision() { return g_precision; }
-
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc) {
+  LF_DEBUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  LF_DEBUG_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
+                     ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
+                 "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
+                 " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
   if (M == 0 || N == 0) return;
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  if (g_precision == GemmPrecision::bf16 && M * N * K >= (int64_t{1} << 19)) {
+  if (t == ComputeType::bf16 && M * N * K >= (int64_t{1} << 19)) {
     gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }

@@ -1,0 +1,332 @@
+// Linformer attention: queries attend to K projected rows instead of N. Three paths differ in
+// how the projected keys kp and values vp [B,K,D] are made:
+//   project_input  kp = (E diag(m) X) Wk^T + (E m) bk^T: E applied to the layer input before
+//                  the K/V maps (one E per layer or per model, shared by the heads), which
+//                  needs the maps on K rows instead of N
+//   project_keys   kp_h = E_h (mask(X Wk^T + bk))_h: per-head E after the maps (sharing none)
+//   max_pool       kp = max over windows of n/k positions of mask(X Wk^T + bk)
+#include <cstring>
+
+#include "core/parallel.h"
+#include "kernels/ops.h"
+#include "layers/attention_path.h"
+#include "layers/attention_paths.h"
+#include "layers/projection.h"
+
+namespace lf {
+
+namespace {
+
+using Epi = PackedLinear::Epilogue;
+
+// Columns of E diag(m) formed at a time by the low-memory sequence projection (inference).
+constexpr int64_t kProjColumns = 512;
+
+void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
+
+// Zeroes rows of x [B*N, C] at padded positions.
+void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
+  if (!c.mask) return;
+  for (int64_t r = 0; r < c.B * c.N; ++r)
+    if (c.mask[r] == 0.f) std::memset(x + r * C, 0, C * sizeof(float));
+}
+
+// What the three paths share: attention against the K projected rows kp, vp.
+class LinformerPath : public AttentionPath {
+ public:
+  int64_t key_length(int64_t, int64_t K) const override { return K; }
+  KeysValues saved(const LayerContext&, const LayerAct& A) const override {
+    return {A.kp, A.vp, nullptr};
+  }
+  int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
+    return attention_rows_work_floats(rows, d);
+  }
+
+ protected:
+  static void take_projected(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
+    A.kp = c.take<float>(s.B * s.K * cfg.d_model);
+    A.vp = c.take<float>(s.B * s.K * cfg.d_model);
+  }
+};
+
+// ---- project the input ----
+
+// Adds em[r] * bias[c] to rows of out [rows, C].
+void add_scaled_bias(float* out, const float* em, const float* bias, int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < C; ++c) out[r * C + c] += em[r] * bias[c];
+}
+
+// out = xp W^T + em b^T: db[c] += sum_r em[r] dout[r,c]; dem[r] += sum_c dout[r,c] b[c].
+void scaled_bias_backward(float* db, float* dem, const float* dout, const float* em, const float* b,
+                          int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = dout + r * C;
+    float s = 0.f;
+    for (int64_t c = 0; c < C; ++c) {
+      db[c] += em[r] * g[c];
+      s += g[c] * b[c];
+    }
+    dem[r] += s;
+  }
+}
+
+class ProjectInputPath final : public LinformerPath {
+ public:
+  const char* name() const override { return "project_input"; }
+
+  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
+    const int64_t B = s.B, K = s.K, N = s.N, D = cfg.d_model;
+    A.xpk = c.take<float>(B * K * D);
+    A.emk = c.take<float>(B * K);
+    if (s.masked) A.ebmk = c.take<float>(B * K * N);
+    if (shared(cfg)) {
+      A.xpv = A.xpk, A.emv = A.emk, A.ebmv = A.ebmk;
+    } else {
+      A.xpv = c.take<float>(B * K * D);
+      A.emv = c.take<float>(B * K);
+      if (s.masked) A.ebmv = c.take<float>(B * K * N);
+    }
+    take_projected(c, A, cfg, s);
+  }
+
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const override {
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const SeqProjDims sd = dims(c, lp);
+    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
+    if (lp.slot_v != lp.slot_k)
+      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
+    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D, c.precision);
+    add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
+    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D, c.precision);
+    add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
+    return saved(c, A);
+  }
+
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                float* din, const float* dkk, const float* dvv) const override {
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const Layout& L = *c.lay;
+    const bool one = lp.slot_k == lp.slot_v;
+    zero(L.dxpk, B * K * D);
+    zero(L.demk, B * K);
+    float* dxv = one ? L.dxpk : L.dxpv;
+    float* demv = one ? L.demk : L.demv;
+    if (!one) {
+      zero(L.dxpv, B * K * D);
+      zero(L.demv, B * K);
+    }
+    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, B * K, D, D, c.precision);
+    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, B * K, D, D, c.precision);
+    scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
+    scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
+    Projections& P = *c.proj;
+    float* grads = c.grad.grads;
+    const SeqProjDims sd = dims(c, lp);
+    seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k), in,
+                         c.mask, sd, L.proj_scratch, c.precision);
+    P.reduce_grad(lp.slot_k, grads);
+    if (!one) {
+      seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v), in,
+                           c.mask, sd, L.proj_scratch, c.precision);
+      P.reduce_grad(lp.slot_v, grads);
+    }
+  }
+
+  void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
+                  const PathShape& s) const override {
+    const int64_t B = s.B, K = s.K, D = cfg.d_model;
+    A.xpk = c.take<float>(B * K * D);
+    A.emk = c.take<float>(B * K);
+    if (shared(cfg)) {
+      A.xpv = A.xpk, A.emv = A.emk;
+    } else {
+      A.xpv = c.take<float>(B * K * D);
+      A.emv = c.take<float>(B * K);
+    }
+    if (s.masked) l.proj_scratch = c.take<float>(K * std::min(s.N, kProjColumns));
+    take_projected(c, A, cfg, s);
+  }
+
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                         const float**) const override {
+    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const SeqProjDims sd = dims(c, lp);
+    float* scratch = c.lay->proj_scratch;
+    seq_project_forward_lowmem(A.xpk, A.emk, c.proj->E(lp.slot_k), in, c.mask, sd, scratch,
+                               kProjColumns, c.precision);
+    if (lp.slot_v != lp.slot_k)
+      seq_project_forward_lowmem(A.xpv, A.emv, c.proj->E(lp.slot_v), in, c.mask, sd, scratch,
+                                 kProjColumns, c.precision);
+    lp.k.packed.apply(A.kp, A.xpk, B * K, nullptr, Epi::store);
+    add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
+    lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
+    add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
+    return saved(c, A);
+  }
+
+  double flops(const Config& cfg, int64_t layer, double n) const override {
+    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
+    return (shared(cfg) ? 1.0 : 2.0) * 2.0 * K * n * D  // E diag(m) X
+           + 2.0 * K * (2.0 * D * D)                    // K and V maps on the k projected rows
+           + 2.0 * (2.0 * n * K * D);                   // scores and weighted values
+  }
+
+ private:
+  // The projection of the layer input: [B,N,D] -> [B,K,D] with E [K, max_len].
+  static SeqProjDims dims(const LayerContext& c, const LayerParams& lp) {
+    const int64_t D = c.cfg->d_model;
+    return SeqProjDims{c.B, c.N, lp.K, D, c.cfg->max_len, D, D};
+  }
+  // One E serves keys and values.
+  static bool shared(const Config& cfg) {
+    return cfg.sharing == Sharing::kv || cfg.sharing == Sharing::layerwise;
+  }
+};
+
+// ---- project the keys and values per head ----
+
+class ProjectKeysPath final : public LinformerPath {
+ public:
+  const char* name() const override { return "project_keys"; }
+
+  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
+    take_kv(c, A, cfg, s);
+    take_projected(c, A, cfg, s);
+  }
+
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const override {
+    kv_maps_forward(c, lp, A, in);
+    project(c, lp, A);
+    return saved(c, A);
+  }
+
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                float* din, const float* dkk, const float* dvv) const override {
+    const int64_t R = c.B * c.N, D = c.cfg->d_model;
+    const Layout& L = *c.lay;
+    Projections& P = *c.proj;
+    float* grads = c.grad.grads;
+    zero(L.dK, R * D);
+    zero(L.dV, R * D);
+    P.heads_backward(lp.slot_k, L.dK, P.dE(lp.slot_k, grads), dkk, A.k, c.B, c.N, lp.K,
+                     c.precision);
+    P.heads_backward(lp.slot_v, L.dV, P.dE(lp.slot_v, grads), dvv, A.v, c.B, c.N, lp.K,
+                     c.precision);
+    P.reduce_grad(lp.slot_k, grads);
+    P.reduce_grad(lp.slot_v, grads);
+    zero_padded_rows(c, L.dK, D);
+    zero_padded_rows(c, L.dV, D);
+    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
+  }
+
+  void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
+                  const PathShape& s) const override {
+    plan_train(c, A, cfg, s);
+  }
+
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                         const float**) const override {
+    kv_maps_infer(c, lp, A, in);
+    project(c, lp, A);
+    return saved(c, A);
+  }
+
+  double flops(const Config& cfg, int64_t layer, double n) const override {
+    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
+    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
+           + 2.0 * (2.0 * K * n * D)   // per-head E
+           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
+  }
+
+ private:
+  // Padded keys and values must not reach the projection: zero them, then kp_h = E_h k_h.
+  static void project(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+    const int64_t D = c.cfg->d_model;
+    zero_padded_rows(c, A.k, D);
+    zero_padded_rows(c, A.v, D);
+    c.proj->heads_forward(lp.slot_k, A.kp, A.k, c.B, c.N, lp.K, c.precision);
+    c.proj->heads_forward(lp.slot_v, A.vp, A.v, c.B, c.N, lp.K, c.precision);
+  }
+};
+
+// ---- max pooling ----
+
+class MaxPoolPath final : public LinformerPath {
+ public:
+  const char* name() const override { return "max_pool"; }
+
+  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
+    const int64_t BKD = s.B * s.K * cfg.d_model;
+    take_kv(c, A, cfg, s);
+    take_projected(c, A, cfg, s);
+    A.argk = c.take<int32_t>(BKD);
+    A.argv = c.take<int32_t>(BKD);
+  }
+
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const override {
+    kv_maps_forward(c, lp, A, in);
+    pool(c, lp, A);
+    return saved(c, A);
+  }
+
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                float* din, const float* dkk, const float* dvv) const override {
+    const int64_t R = c.B * c.N, D = c.cfg->d_model;
+    const Layout& L = *c.lay;
+    zero(L.dK, R * D);
+    zero(L.dV, R * D);
+    max_pool_backward(L.dK, dkk, A.argk, c.B, c.N, lp.K, D);
+    max_pool_backward(L.dV, dvv, A.argv, c.B, c.N, lp.K, D);
+    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
+  }
+
+  void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
+                  const PathShape& s) const override {
+    const int64_t BKD = s.B * s.K * cfg.d_model;
+    take_kv(c, A, cfg, s);
+    A.argk = c.take<int32_t>(BKD);
+    A.argv = c.take<int32_t>(BKD);
+    take_projected(c, A, cfg, s);
+  }
+
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                         const float**) const override {
+    kv_maps_infer(c, lp, A, in);
+    pool(c, lp, A);
+    return saved(c, A);
+  }
+
+  double flops(const Config& cfg, int64_t layer, double n) const override {
+    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
+    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
+           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
+  }
+
+ private:
+  static void pool(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+    const int64_t w = c.cfg->max_len / lp.K, D = c.cfg->d_model;
+    max_pool_forward(A.kp, A.argk, A.k, c.mask, c.B, c.N, lp.K, w, D);
+    max_pool_forward(A.vp, A.argv, A.v, c.mask, c.B, c.N, lp.K, w, D);
+  }
+};
+
+}  // namespace
+
+const AttentionPath& project_input_path() {
+  static const ProjectInputPath p;
+  return p;
+}
+const AttentionPath& project_keys_path() {
+  static const ProjectKeysPath p;
+  return p;
+}
+const AttentionPath& max_pool_path() {
+  static const MaxPoolPath p;
+  return p;
+}
+
+}  // namespace lf

@@ -1,0 +1,106 @@
+// Standard (exact) attention: keys and values are the K/V maps of every position.
+// Inference computes the same function three ways (Model::ExactAttention):
+//   tiled         whole-batch Q and context; one N x N score tile per thread at a time
+//   materialized  whole-batch Q and context; the [B,H,N,N] probabilities held at once
+//   streaming     per row block: online softmax over key blocks, O(rows x block) workspace
+#include "core/parallel.h"
+#include "kernels/ops.h"
+#include "layers/attention_path.h"
+#include "layers/attention_paths.h"
+
+namespace lf {
+
+namespace {
+
+using Epi = PackedLinear::Epilogue;
+using Exact = Model::ExactAttention;
+
+class StandardPath final : public AttentionPath {
+ public:
+  explicit StandardPath(Exact exact) : exact_(exact) {}
+  const char* name() const override { return "standard"; }
+  int64_t key_length(int64_t N, int64_t) const override { return N; }
+
+  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
+    take_kv(c, A, cfg, s);
+  }
+
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const override {
+    kv_maps_forward(c, lp, A, in);
+    return saved(c, A);
+  }
+  KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
+    return {A.k, A.v, c.mask};
+  }
+
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct&, const float* in,
+                float* din, const float* dkk, const float* dvv) const override {
+    kv_maps_backward(c, lp, in, din, dkk, dvv);
+  }
+
+  void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
+                  const PathShape& s) const override {
+    const int64_t R = s.B * s.N, D = cfg.d_model;
+    take_kv(c, A, cfg, s);
+    if (exact_ == Exact::streaming) return;
+    A.q = c.take<float>(R * D);
+    A.ctx = c.take<float>(R * D);
+    if (exact_ == Exact::materialized) {
+      A.probs = c.take<float>(s.B * cfg.n_heads * s.N * s.N);
+    } else {
+      AttnDims d{s.B, s.N, s.N, D, cfg.n_heads, cfg.d_head()};
+      l.scratch = c.take<float>(attention_scratch_floats(d, false) * num_threads());
+    }
+  }
+  int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
+    return exact_ == Exact::streaming ? attention_streaming_work_floats(rows, d) : 0;
+  }
+
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                         const float** ctx_all) const override {
+    const int64_t R = c.B * c.N;
+    kv_maps_infer(c, lp, A, in);
+    const KeysValues kv{A.k, A.v, c.mask};
+    if (exact_ != Exact::streaming) {
+      // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled)
+      // or all of the batch at once (materialized, into A.probs).
+      lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
+      attention_forward(A.ctx, A.probs, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp), c.scale(), 0.f, 0,
+                        0, c.lay->scratch, c.precision);
+      *ctx_all = A.ctx;
+    }
+    return kv;
+  }
+  void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d, int64_t b,
+                  int64_t i0, int64_t i1, float scale, float* work, ComputeType t) const override {
+    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, b, i0, i1, scale, work, t);
+  }
+
+  double flops(const Config& cfg, int64_t, double n) const override {
+    const double D = static_cast<double>(cfg.d_model);
+    return 2.0 * n * (2.0 * D * D)     // K and V maps
+           + 2.0 * (2.0 * n * n * D);  // scores and weighted values, all heads
+  }
+
+ private:
+  Exact exact_;
+};
+
+}  // namespace
+
+const AttentionPath& standard_path(Model::ExactAttention exact) {
+  static const StandardPath tiled(Exact::tiled), streaming(Exact::streaming),
+      materialized(Exact::materialized);
+  switch (exact) {
+    case Exact::streaming:
+      return streaming;
+    case Exact::materialized:
+      return materialized;
+    case Exact::tiled:
+      break;
+  }
+  return tiled;
+}
+
+}  // namespace lf

@@ -1,0 +1,132 @@
+// Training form of the encoder layer: forward keeping activations, and backward.
+//   post-norm: a = x + Drop(Attn(x));      y = LN_out(LN_attn(a) + Drop(FFN(LN_attn(a))))
+//   pre-norm:  a = x + Drop(Attn(LN_attn(x)));  y = a + Drop(FFN(LN_out(a)))
+#include "layers/encoder_layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "layers/attention_path.h"
+#include "layers/feed_forward.h"
+#include "linformer/rng.h"
+
+namespace lf {
+
+namespace {
+
+void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
+
+// Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
+// d(attention input) `din` (accumulated).
+void attention_branch_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                               const float* in, float* din, const float* dao) {
+  const Config& cfg = *c.cfg;
+  Layout& L = *c.lay;
+  const int64_t R = c.B * c.N, D = cfg.d_model;
+  zero(L.dctx, R * D);
+  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, R, D, D,
+                  c.precision);
+  const AttnDims d = c.dims(lp);
+  const int64_t kv_rows = c.B * d.Lk;
+  zero(L.dq, R * D);
+  zero(L.dkk, kv_rows * D);
+  zero(L.dvv, kv_rows * D);
+  const KeysValues kv = c.path->saved(c, A);
+  attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
+                     cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
+                     c.precision);
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, R, D, D, c.precision);
+  c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
+}
+
+}  // namespace
+
+AttnDims LayerContext::dims(const LayerParams& lp) const {
+  return AttnDims{
+      B, N, path->key_length(N, lp.K), cfg->d_model, cfg->n_heads, cfg->d_head(), cfg->causal};
+}
+
+float LayerContext::scale() const { return 1.f / std::sqrt(static_cast<float>(cfg->d_head())); }
+
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                   const float* x_in, float* x_out) {
+  const Config& cfg = *c.cfg;
+  Layout& L = *c.lay;
+  const int64_t R = c.B * c.N, D = cfg.d_model;
+  const float eps = cfg.layer_norm_eps;
+  const float p = c.train ? cfg.dropout : 0.f;
+  const float pa = c.train ? cfg.attention_dropout : 0.f;
+  const bool pre = cfg.norm == NormPlacement::pre;
+
+  const float* attn_in = x_in;
+  if (pre) {
+    layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+    attn_in = A.ln1;
+  }
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D, c.precision);
+  const KeysValues kv = c.path->forward(c, lp, A, attn_in);
+  attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
+                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, R, D, D, c.precision);
+  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
+  for (int64_t i = 0; i < R * D; ++i) A.a[i] = x_in[i] + L.tmp[i];
+  const float* ffn_base;
+  if (!pre) {
+    layernorm_forward(A.ffn_in, A.mean1, A.rstd1, A.a, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+    ffn_base = A.ffn_in;
+  } else {
+    layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps);
+    ffn_base = A.a;
+  }
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
+  ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
+  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l));
+  if (!pre) {
+    for (int64_t i = 0; i < R * D; ++i) A.f[i] = ffn_base[i] + L.tmp[i];
+    layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps);
+  } else {
+    for (int64_t i = 0; i < R * D; ++i) x_out[i] = ffn_base[i] + L.tmp[i];
+  }
+}
+
+void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                    const float* x_in) {
+  const Config& cfg = *c.cfg;
+  Layout& L = *c.lay;
+  const int64_t R = c.B * c.N, D = cfg.d_model;
+  const float p = cfg.dropout;
+  const uint64_t s_attn = rng_stream(kAttnOut, l), s_ffn = rng_stream(kFfnOut, l);
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
+  const GradMap& g = c.grad;
+  if (cfg.norm == NormPlacement::post) {
+    zero(L.d1, R * D);  // d f
+    layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
+                       A.rstd2, R, D);
+    std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
+    zero(L.tmp, R * D);
+    dropout_backward(L.tmp, L.d1, R * D, p, c.seed, s_ffn);
+    ffn.backward(L.d2, L.dG, L.dH, L.tmp, A.ffn_in, A.h, A.g, R, g);
+    zero(L.dres, R * D);  // d a
+    layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
+                       A.rstd1, R, D);
+    zero(L.tmp, R * D);
+    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_attn);
+    attention_branch_backward(c, lp, A, l, x_in, L.dres, L.tmp);
+  } else {
+    zero(L.tmp, R * D);
+    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_ffn);
+    zero(L.d2, R * D);
+    ffn.backward(L.d2, L.dG, L.dH, L.tmp, A.ffn_in, A.h, A.g, R, g);
+    layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
+                       A.rstd2, R, D);
+    zero(L.tmp, R * D);
+    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_attn);
+    zero(L.d2, R * D);
+    attention_branch_backward(c, lp, A, l, A.ln1, L.d2, L.tmp);
+    layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, x_in, lp.ln_attn.w, A.mean1,
+                       A.rstd1, R, D);
+  }
+}
+
+}  // namespace lf

@@ -1,0 +1,112 @@
+// One encoder layer (attention sub-layer + feed-forward sub-layer, post- or pre-norm) in its
+// training form (forward keeping activations, backward) and its inference form (row blocks).
+// The attention path (layers/attention_path.h) supplies the keys and values; everything else
+// is the same for every path. Activations are row-major [R = B*N, D] unless noted.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "layers/attention.h"
+#include "linformer/config.h"
+
+namespace lf {
+
+class AttentionPath;
+class Projections;
+
+// Dropout sites, used to derive independent random streams.
+enum Site : uint64_t { kEmb = 1, kAttnProbs, kAttnOut, kFfnOut, kClsIn, kClsHidden };
+
+struct Linear {
+  float *w = nullptr, *b = nullptr;  // w [out, in], b [out]
+  PackedLinear packed;               // inference copy of w in the compute type (when packed)
+};
+struct Norm {
+  float *w = nullptr, *b = nullptr;
+};
+
+struct LayerParams {
+  Linear q, k, v, ao, inter, out;
+  Norm ln_attn, ln_out;
+  int slot_k = -1, slot_v = -1;  // Linformer projection slots (equal when K and V share one)
+  int64_t K = 0;                 // projected length
+};
+
+// Activations of one layer. In inference all layers share one set.
+struct LayerAct {
+  float* ln1 = nullptr;                            // pre-norm: LN_attn(x) [R,D]
+  float *q = nullptr, *k = nullptr, *v = nullptr;  // [R,D]
+  float *xpk = nullptr, *xpv = nullptr;            // projected inputs [B,K,D]
+  float *emk = nullptr, *emv = nullptr;            // E m [B,K]
+  float *ebmk = nullptr, *ebmv = nullptr;          // E diag(m) [B,K,N]
+  float *kp = nullptr, *vp = nullptr;              // projected keys/values [B,K,D]
+  int32_t *argk = nullptr, *argv = nullptr;        // max-pool choices [B,K,D]
+  float* probs = nullptr;                          // [B,H,N,Lk] (training only)
+  float* ctx = nullptr;                            // [R,D]
+  float* a = nullptr;                              // x + attention branch [R,D]
+  float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
+  float* ffn_in = nullptr;                                                       // [R,D]
+  float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F]
+  float* f = nullptr;                // post-norm: ffn_in + FFN branch [R,D]
+};
+
+// Where every activation lives for one (B, N, train) shape: carved from the arena by the
+// activation planner (model/planner.h).
+struct Layout {
+  std::vector<LayerAct> acts;
+  std::vector<float*> xs;  // layer inputs x[0..L]
+  float *emb = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr;
+  float* hid = nullptr;  // hidden states [R,D]
+  float *fin_mean = nullptr, *fin_rstd = nullptr;
+  float* scratch = nullptr;  // per-thread attention tiles
+  float* tmp = nullptr;      // [R,D]
+  // Backward buffers.
+  float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
+        *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
+        *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
+        *dH = nullptr, *proj_scratch = nullptr;
+  // Inference: per-thread row-block workspace (see layer_forward_infer).
+  float* work = nullptr;
+  int64_t work_floats = 0;  // per thread
+  int64_t chunk = 0;        // query rows per block
+};
+
+// Maps a parameter pointer to its gradient (the two flat buffers share one layout).
+struct GradMap {
+  const float* params = nullptr;
+  float* grads = nullptr;
+  float* operator()(const float* p) const { return grads + (p - params); }
+};
+
+// What every layer of one forward or backward pass sees.
+struct LayerContext {
+  const Config* cfg = nullptr;
+  const AttentionPath* path = nullptr;
+  Projections* proj = nullptr;
+  Layout* lay = nullptr;  // shared buffers of the pass
+  int64_t B = 0, N = 0;
+  const float* mask = nullptr;  // [B,N] or null (no padding)
+  bool train = false;
+  uint64_t seed = 0;  // dropout
+  GradMap grad;       // training only
+  // Precision of the products on unpacked operands: every product of training, and the
+  // attention products and sequence projections of inference (the linear maps of inference
+  // use the packed weights in their own compute type).
+  ComputeType precision = ComputeType::f32;
+
+  AttnDims dims(const LayerParams& lp) const;
+  float scale() const;  // 1 / sqrt(d_head)
+};
+
+// Training (or train-layout) forward of layer l: x_out from x_in, activations kept in A.
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                   const float* x_in, float* x_out);
+// Backward of layer l: c.lay->dres holds d(x_out) on entry and d(x_in) on exit.
+void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                    const float* x_in);
+// Inference forward (no dropout, no kept activations), in row blocks on per-thread workspace.
+void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                         const float* x_in, float* x_out);
+
+}  // namespace lf

@@ -1,0 +1,38 @@
+#include "layers/feed_forward.h"
+
+#include <cstring>
+
+#include "kernels/ops.h"
+
+namespace lf {
+
+void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R) const {
+  linear_forward(h, x, inter.w, inter.b, R, D, F, t);
+  gelu_forward(g, h, R * F);
+  linear_forward(y, g, out.w, out.b, R, F, D, t);
+}
+
+void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, const float* x,
+                           const float* h, const float* g, int64_t R, const GradMap& grad) const {
+  std::memset(dG, 0, R * F * sizeof(float));
+  linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w, R, F, D, t);
+  std::memset(dH, 0, R * F * sizeof(float));
+  gelu_backward(dH, h, dG, R * F);
+  linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w, R, D, F, t);
+}
+
+void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,
+                             int64_t rows) const {
+  using Epi = PackedLinear::Epilogue;
+  inter.packed.apply(hidden, x, rows, inter.b, Epi::gelu);
+  // y = base + b2, then y += hidden W2^T: residual and bias folded into the product's C.
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = y + r * D;
+    const float* br = base + r * D;
+#pragma omp simd
+    for (int64_t c = 0; c < D; ++c) o[c] = br[c] + out.b[c];
+  }
+  out.packed.apply(y, hidden, rows, nullptr, Epi::accumulate);
+}
+
+}  // namespace lf

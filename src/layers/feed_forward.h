@@ -1,0 +1,26 @@
+// The position-wise feed-forward sub-layer: y = GELU(x W1^T + b1) W2^T + b2, with
+// W1 [F, D] (intermediate.dense) and W2 [D, F] (output.dense); rows of x and y are [D].
+#pragma once
+#include <cstdint>
+
+#include "layers/encoder_layer.h"
+
+namespace lf {
+
+struct FeedForward {
+  const Linear& inter;  // W1, b1
+  const Linear& out;    // W2, b2
+  int64_t D = 0, F = 0;
+  ComputeType t = ComputeType::f32;  // precision of the training products
+
+  // Training: y [R,D] from x [R,D]; keeps h = x W1^T + b1 and g = GELU(h) [R,F] for backward.
+  void forward(float* y, float* h, float* g, const float* x, int64_t R) const;
+  // dx += d(x) from dy [R,D]; parameter gradients through grad. dG, dH: [R,F] scratch.
+  void backward(float* dx, float* dG, float* dH, const float* dy, const float* x, const float* h,
+                const float* g, int64_t R, const GradMap& grad) const;
+  // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
+  // products. hidden: [rows,F] workspace. y may alias base.
+  void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;
+};
+
+}  // namespace lf

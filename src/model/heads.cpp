@@ -1,0 +1,130 @@
+// The two heads on the encoder's hidden states, forward and backward:
+//   MLM: logits = LN(GELU(h Wd^T + bd)) Word^T + b (the output map is tied to the word
+//        embeddings); evaluated only on the labelled rows.
+//   classification: logits = Drop(tanh(Drop(h_0) Wd^T + bd)) Wo^T + bo on the first token.
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "linformer/rng.h"
+#include "model/model_impl.h"
+
+namespace lf {
+
+// ---- MLM head ----
+// Runs the head on `rows` (flat indices into [B*N]); returns logits [M, V] in head_arena,
+// with intermediates for backward.
+Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
+                                               float* logits_out) {
+  const int64_t D = cfg.d_model, V = cfg.vocab_size, M = static_cast<int64_t>(rows.size());
+  MlmCache c;
+  c.M = M;
+  auto lay = [&](Arena* ar) {
+    Carver cv{ar};
+    c.xin = cv.take<float>(M * D);
+    c.t1 = cv.take<float>(M * D);
+    c.t2 = cv.take<float>(M * D);
+    c.t3 = cv.take<float>(M * D);
+    c.mean = cv.take<float>(M);
+    c.rstd = cv.take<float>(M);
+    c.logits = logits_out ? logits_out : cv.take<float>(M * V);
+    return cv.bytes;
+  };
+  head_arena.reset();
+  head_arena.reserve(lay(nullptr));
+  head_arena.reset();
+  lay(&head_arena);
+  for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
+  linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, M, D, D, train_compute);
+  gelu_forward(c.t2, c.t1, M * D);
+  layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
+  linear_forward(c.logits, c.t3, word, lm_bias, M, D, V, train_compute);
+  return c;
+}
+
+double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count) {
+  LF_CHECK(B > 0, "mlm_loss: call forward() first");
+  LF_CHECK(!grad || have_grad_batch, "mlm_loss: gradients need forward(batch, train = true)");
+  std::vector<int64_t> rows;
+  std::vector<int32_t> targets;
+  for (int64_t r = 0; r < B * N; ++r) {
+    if (labels[r] == -100) continue;
+    LF_CHECK(labels[r] >= 0 && labels[r] < cfg.vocab_size, "mlm_loss: label ", labels[r],
+             " at position ", r, " is outside the vocabulary");
+    rows.push_back(r);
+    targets.push_back(labels[r]);
+  }
+  if (count) *count = static_cast<int64_t>(rows.size());
+  if (rows.empty()) return 0.0;
+  MlmCache c = mlm_forward(rows, nullptr);
+  const int64_t D = cfg.d_model, V = cfg.vocab_size, M = c.M;
+  const float gscale = weight / static_cast<float>(M);
+  const double loss =
+      cross_entropy(grad ? c.logits : nullptr, c.logits, targets.data(), M, V, gscale, nullptr);
+  if (!grad) return loss;
+  float* dlogits = c.logits;
+  Buffer<float> dt(3 * M * D);
+  dt.zero();
+  float* d3 = dt.data();
+  float* d2_ = d3 + M * D;
+  float* dx = d2_ + M * D;
+  linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word, M, D, V, train_compute);
+  layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
+                     D);
+  std::memset(d3, 0, M * D * sizeof(float));
+  gelu_backward(d3, c.t1, d2_, M * D);
+  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d3, c.xin, lm_dense.w, M, D, D,
+                  train_compute);
+  for (int64_t i = 0; i < M; ++i) {
+    float* dst = dhid + rows[i] * D;
+    const float* src = dx + i * D;
+    for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
+  }
+  return loss;
+}
+
+// Classification head on the first token: tanh(dense) then out_proj, dropout before each.
+double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float weight,
+                                         float* logits_out) {
+  LF_CHECK(B > 0, "classification: call forward() first");
+  LF_CHECK(!grad || have_grad_batch, "cls_loss: gradients need forward(batch, train = true)");
+  const int64_t D = cfg.d_model, C = cfg.num_classes;
+  const float p = train ? cfg.dropout : 0.f;
+  Buffer<float> buf(3 * B * D + B * C);
+  float* c0 = buf.data();      // first-token states after dropout
+  float* t = c0 + B * D;       // tanh(dense)
+  float* td = t + B * D;       // after dropout
+  float* logits = td + B * D;  // [B, C]
+  for (int64_t b = 0; b < B; ++b) std::memcpy(c0 + b * D, hid + b * N * D, D * sizeof(float));
+  dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn));
+  linear_forward(t, c0, cls_dense.w, cls_dense.b, B, D, D, train_compute);
+  tanh_forward(t, t, B * D);
+  dropout_forward(td, t, B * D, p, seed, rng_stream(kClsHidden));
+  linear_forward(logits, td, cls_out.w, cls_out.b, B, D, C, train_compute);
+  if (logits_out) std::memcpy(logits_out, logits, B * C * sizeof(float));
+  if (!labels) return 0.0;
+  for (int64_t b = 0; b < B; ++b)
+    LF_CHECK(labels[b] >= 0 && labels[b] < C, "cls_loss: label ", labels[b], " of example ", b,
+             " is outside [0, ", C, ")");
+  const double loss = cross_entropy(grad ? logits : nullptr, logits, labels, B, C,
+                                    weight / static_cast<float>(B), nullptr);
+  if (!grad) return loss;
+  Buffer<float> g(3 * B * D);
+  g.zero();
+  float* dtd = g.data();
+  float* dt = dtd + B * D;
+  float* dc = dt + B * D;
+  linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, B, D, C,
+                  train_compute);
+  dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden));
+  std::memset(dtd, 0, B * D * sizeof(float));
+  tanh_backward(dtd, t, dt, B * D);
+  linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, B, D, D,
+                  train_compute);
+  std::memset(dt, 0, B * D * sizeof(float));
+  dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < D; ++j) dhid[b * N * D + j] += dt[b * D + j];
+  return loss;
+}
+
+}  // namespace lf

@@ -1,0 +1,125 @@
+// The state behind the Model façade (linformer/model.h), shared by the model's source files:
+//   model.cpp    parameter binding, packing lifecycle, encoder forward/backward, façade
+//   planner.cpp  the activation planner (training and inference buffer plans)
+//   heads.cpp    the MLM and classification heads
+//   init.cpp     parameter initialisation
+// The layer itself lives in layers/ (encoder_layer.h, attention_path.h).
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buffer.h"
+#include "layers/attention_path.h"
+#include "layers/encoder_layer.h"
+#include "layers/projection.h"
+#include "linformer/error.h"
+#include "linformer/model.h"
+
+namespace lf {
+
+struct Model::Impl : Layout {
+  Config cfg;
+  std::vector<ParamInfo> table;
+  std::unordered_map<std::string, size_t> index;
+  Buffer<float> params, grads;
+  std::unique_ptr<Projections> proj;
+  std::vector<LayerParams> layers;
+  Norm emb_ln, final_ln, lm_ln;
+  Linear lm_dense, cls_dense, cls_out;
+  float *word = nullptr, *pos = nullptr, *type = nullptr, *lm_bias = nullptr;
+
+  // Current batch.
+  int64_t B = 0, N = 0;
+  bool train = false;
+  uint64_t seed = 0;
+  const int32_t* ids = nullptr;
+  const float* mask = nullptr;
+  Buffer<int32_t> ids_copy;
+  Buffer<float> mask_copy;
+
+  // Activation arena (its layout is the Layout base).
+  Arena arena;
+  bool have_grad_batch = false;
+  // Inference option: how standard attention is computed (Model::set_exact_attention).
+  Model::ExactAttention exact = Model::ExactAttention::tiled;
+  // Inference option: precision of the encoder's linear maps (Model::set_compute_type). Their
+  // weights are packed on the first inference forward after any parameter change.
+  ComputeType compute = ComputeType::f32;
+  bool packed_current = false;
+  // Precision of the products on unpacked operands (Model::set_train_compute_type).
+  ComputeType train_compute = ComputeType::f32;
+  size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
+
+  // Head workspace.
+  Arena head_arena;
+
+  explicit Impl(const Config& c);
+
+  // The gradient buffer, allocated (zeroed) on first use.
+  float* gbase() {
+    if (grads.size() != params.size()) {
+      grads.resize(params.size());
+      grads.zero();
+    }
+    return grads.data();
+  }
+  float* grad_of(const float* p) { return gbase() + (p - params.data()); }
+  GradMap grad_map() { return {params.data(), gbase()}; }
+
+  float* P(const std::string& name) {
+    auto it = index.find(name);
+    LF_CHECK(it != index.end(), "model: no parameter named '", name, "'");
+    return params.data() + table[it->second].offset;
+  }
+  const ParamInfo* info(const std::string& name) const {
+    auto it = index.find(name);
+    return it == index.end() ? nullptr : &table[it->second];
+  }
+
+  // The attention path of training (train = true) or of inference with the current options.
+  const AttentionPath& path(bool for_train) const {
+    return attention_path(cfg, for_train ? Model::ExactAttention::tiled : exact);
+  }
+  // What the layers of the current pass see.
+  LayerContext layer_context();
+
+  // Packing lifecycle of the inference weights (model.cpp).
+  void ensure_packed();
+  void weights_changed();
+  size_t packed_bytes() const;
+  // Per-thread bf16 copies of product inputs the packed linear maps hold (upper bound).
+  size_t input_copy_bytes() const;
+
+  // Activation planner (planner.cpp): lays out every activation for (B, N, train, masked)
+  // into `out`; with a null arena only counts bytes. Returns the bytes needed.
+  size_t carve(Arena* ar, Layout& out, int64_t B, int64_t N, bool train, bool masked) const;
+  size_t carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const;
+  size_t carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const;
+  size_t forward_bytes(int64_t B, int64_t N, bool train, bool masked) const {
+    Layout tmp_layout;
+    return carve(nullptr, tmp_layout, B, N, train, masked) + (train ? 0 : input_copy_bytes());
+  }
+
+  void forward(const Batch& batch, bool is_train, uint64_t dropout_seed);
+  void backward();
+
+  // Heads (heads.cpp).
+  struct MlmCache {
+    int64_t M = 0;
+    float *xin = nullptr, *t1 = nullptr, *t2 = nullptr, *t3 = nullptr, *mean = nullptr,
+          *rstd = nullptr, *logits = nullptr;
+  };
+  MlmCache mlm_forward(const std::vector<int64_t>& rows, float* logits_out);
+  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count);
+  double cls_forward_backward(const int32_t* labels, bool grad, float weight, float* logits_out);
+
+  // Initialisation (init.cpp).
+  void init_param(const ParamInfo& p, uint64_t s);
+
+ private:
+  void check_batch(const Batch& batch) const;
+};
+
+}  // namespace lf

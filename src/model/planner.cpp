@@ -1,0 +1,140 @@
+// The activation planner: where every activation of a forward (and backward) pass lives, for
+// one batch shape. One function per plan both sizes and lays out (see Carver in buffer.h);
+// the attention path carves its own buffers inside each plan.
+#include <algorithm>
+
+#include "core/parallel.h"
+#include "model/model_impl.h"
+
+namespace lf {
+
+namespace {
+
+// Inference processes each layer in blocks of at most this many rows of one sequence.
+constexpr int64_t kInferRows = 256;
+
+// Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
+// there would be fewer than two blocks per thread.
+int64_t infer_chunk(int64_t B, int64_t N) {
+  int64_t c = std::min<int64_t>(kInferRows, N);
+  const int64_t want = 2 * num_threads();
+  while (c > 32 && B * ((N + c - 1) / c) < want) c = (c + 1) / 2;
+  return std::max<int64_t>(c, 1);
+}
+
+int64_t max_k(const std::vector<LayerParams>& layers) {
+  int64_t k = 0;
+  for (auto& l : layers) k = std::max(k, l.K);
+  return k;
+}
+
+}  // namespace
+
+size_t Model::Impl::carve(Arena* ar, Layout& out, int64_t B, int64_t N, bool train,
+                          bool masked) const {
+  return train ? carve_train(ar, out, B, N, masked) : carve_infer(ar, out, B, N, masked);
+}
+
+// Training plan: every layer keeps its activations for backward; backward buffers are shared.
+size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const {
+  Carver c{ar};
+  Layout Lo;
+  const int64_t R = B * N, D = cfg.d_model, F = cfg.d_ff, H = cfg.n_heads, L = cfg.n_layers;
+  const int64_t maxK = max_k(layers), RK = B * maxK;
+  const bool pre = cfg.norm == NormPlacement::pre;
+  const AttentionPath& ap = path(true);
+  Lo.acts.assign(L, LayerAct{});
+  int64_t max_tile = 0;
+  for (int64_t s = 0; s < L; ++s) {
+    LayerAct& A = Lo.acts[s];
+    const int64_t K = layers[s].K;
+    if (pre) A.ln1 = c.take<float>(R * D);
+    A.q = c.take<float>(R * D);
+    ap.plan_train(c, A, cfg, PathShape{B, N, K, masked});
+    const int64_t Lk = ap.key_length(N, K);
+    max_tile = std::max(max_tile, Lk);
+    A.probs = c.take<float>(B * H * N * Lk);
+    A.ctx = c.take<float>(R * D);
+    A.a = c.take<float>(R * D);
+    A.mean1 = c.take<float>(R);
+    A.rstd1 = c.take<float>(R);
+    A.mean2 = c.take<float>(R);
+    A.rstd2 = c.take<float>(R);
+    A.ffn_in = c.take<float>(R * D);
+    A.h = c.take<float>(R * F);
+    A.g = c.take<float>(R * F);
+    if (!pre) A.f = c.take<float>(R * D);
+  }
+  Lo.xs.assign(L + 1, nullptr);
+  for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = c.take<float>(R * D);
+  Lo.emb = c.take<float>(R * D);
+  Lo.emb_mean = c.take<float>(R);
+  Lo.emb_rstd = c.take<float>(R);
+  Lo.hid = pre ? c.take<float>(R * D) : Lo.xs[L];
+  Lo.fin_mean = c.take<float>(R);
+  Lo.fin_rstd = c.take<float>(R);
+  Lo.tmp = c.take<float>(R * D);
+  AttnDims d{B, N, max_tile, D, H, cfg.d_head()};
+  Lo.scratch = c.take<float>(attention_scratch_floats(d) * num_threads());
+  const int64_t RKD = std::max(R, RK) * D;
+  Lo.dhid = c.take<float>(R * D);
+  Lo.dres = c.take<float>(R * D);
+  Lo.d1 = c.take<float>(R * D);
+  Lo.d2 = c.take<float>(R * D);
+  Lo.dctx = c.take<float>(R * D);
+  Lo.dq = c.take<float>(R * D);
+  Lo.dK = c.take<float>(R * D);
+  Lo.dV = c.take<float>(R * D);
+  Lo.dkk = c.take<float>(RKD);
+  Lo.dvv = c.take<float>(RKD);
+  Lo.dxpk = c.take<float>(RK * D);
+  Lo.dxpv = c.take<float>(RK * D);
+  Lo.demk = c.take<float>(RK);
+  Lo.demv = c.take<float>(RK);
+  Lo.dG = c.take<float>(R * F);
+  Lo.dH = c.take<float>(R * F);
+  Lo.proj_scratch = c.take<float>(maxK * N);
+  out = std::move(Lo);
+  return c.bytes;
+}
+
+// Inference plan. Layers run one after another on two [R,D] buffers; within a layer only what
+// every query needs is whole-batch (the attention path's buffers: keys and values, or their
+// projections; for tiled/materialized standard attention also Q and the context), and the
+// rest (Q, attention, output map, LayerNorms, FFN) runs in blocks of `chunk` rows with
+// per-thread workspace. Memory per token: Linformer (shared E) 2 D floats, streaming 4 D,
+// standard 6 D plus one N x N score tile per thread (tiled) or H N floats (materialized);
+// the [R,F] FFN activation never exists, nor, except for materialized standard attention,
+// the [B,H,N,Lk] probabilities.
+size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const {
+  Carver c{ar};
+  Layout Lo;
+  const int64_t R = B * N, D = cfg.d_model, F = cfg.d_ff, H = cfg.n_heads, L = cfg.n_layers;
+  const int64_t maxK = max_k(layers);
+  const bool pre = cfg.norm == NormPlacement::pre;
+  const AttentionPath& ap = path(false);
+  Lo.acts.assign(L, LayerAct{});
+  LayerAct& A = Lo.acts[0];
+  if (pre) A.ln1 = c.take<float>(R * D);
+  ap.plan_infer(c, A, Lo, cfg, PathShape{B, N, maxK, masked});
+  for (int64_t s = 1; s < L; ++s) Lo.acts[s] = A;
+  float* x0 = c.take<float>(R * D);
+  float* x1 = c.take<float>(R * D);
+  Lo.xs.assign(L + 1, nullptr);
+  for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = (l % 2) ? x1 : x0;
+  Lo.emb = x0;        // embeddings are normalised in place
+  Lo.hid = Lo.xs[L];  // pre-norm: the final LayerNorm runs in place
+  // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
+  // FFN hidden [c,F]; attention scores.
+  const int64_t ch = infer_chunk(B, N);
+  AttnDims d{B, N, ap.key_length(N, maxK), D, H, cfg.d_head()};
+  const int64_t att = ap.rows_work_floats(ch, d);
+  const int64_t wf = (4 * ch * D + ch * F + att + 15) / 16 * 16;
+  Lo.work = c.take<float>(wf * num_threads());
+  Lo.work_floats = wf;
+  Lo.chunk = ch;
+  out = std::move(Lo);
+  return c.bytes;
+}
+
+}  // namespace lf
