@@ -14,9 +14,11 @@ apt-get update -q >/dev/null
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" >/tmp/check_deb.log 2>&1 ||
   { tail -n 30 /tmp/check_deb.log >&2; exit 1; }
 dpkg-query -W -f='check_deb: installed ${Package} ${Version}\ncheck_deb: depends on ${Depends}\n' linformer
-linformer --help | head -n 3
 tmp=$(mktemp -d)
+linformer --help > "$tmp/help.txt"
+head -n 3 "$tmp/help.txt"
 linformer init --config /usr/share/linformer/configs/small-linformer.json --seed 1 --out "$tmp/m"
 linformer forward --model "$tmp/m" --random-batch 2 64 --no-logits --out "$tmp/out.safetensors"
-linformer info --model "$tmp/m" | head -n 5
+linformer info --model "$tmp/m" > "$tmp/info.txt"
+head -n 5 "$tmp/info.txt"
 echo "check_deb: the package installs on a fresh system and runs"
