@@ -34,6 +34,11 @@ void add_adamw_options(CLI::App* cmd, OptimOptions* o) {
   cmd->add_option("--clip-norm", o->clip_norm, "Gradient-norm clipping (0: off)")
       ->capture_default_str()
       ->group("Optimiser");
+  cmd->add_option("--projection-lr-scale", o->projection_lr_scale,
+                  "Learning-rate multiplier of the Linformer projections E/F (0 freezes them)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0))
+      ->group("Optimiser");
 }
 
 void add_progress_options(CLI::App* cmd, uint64_t* seed, const char* seed_help, int64_t* log_every,

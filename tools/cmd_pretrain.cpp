@@ -39,6 +39,11 @@ void add_pretrain(CLI::App& app) {
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");
   cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
+  cmd->add_option("--set", o->sets,
+                  "KEY=VALUE configuration override (repeatable), e.g. --set k=64 --set "
+                  "projection_init=mean_pool; with --init-from only keys that keep the tensor "
+                  "shapes")
+      ->group("Model");
   add_run_folder_options(cmd, &o->out, resume.get());
   cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
   add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch", &o->grad_accum);

@@ -12,7 +12,7 @@
 
 namespace lf {
 
-enum class Init { normal, zeros, ones, proj_normal, conv_mean };
+enum class Init { normal, zeros, ones, proj_normal, proj_mean, conv_mean };
 
 struct ParamInfo {
   std::string name;            // Hugging Face RoBERTa name (see docs/checkpoint.md)
@@ -21,6 +21,7 @@ struct ParamInfo {
   size_t numel = 0;
   Init init = Init::normal;
   bool decay = true;           // false for biases and LayerNorm parameters
+  bool projection = false;     // a Linformer projection (E/F or conv kernel): its own lr scale
 };
 
 // The parameter table for a config, in a fixed order.

@@ -15,6 +15,7 @@ struct PretrainOptions {
   double valid_fraction = 0.05;
   std::string out;        // run folder
   std::string config;     // model config JSON (vocab_size taken from the tokenizer)
+  std::vector<std::string> sets;  // KEY=VALUE overrides of the config (or of init_from's)
   std::string init_from;  // optional model folder to start from
   std::string tokenizer;  // existing tokenizer .model; else one is trained
   int64_t vocab_size = 8192;

@@ -1,5 +1,6 @@
 #include "linformer/config.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,9 @@ const char* to_string(Projection v) {
     case Projection::conv: return "conv";
   }
   return "?";
+}
+const char* to_string(ProjectionInit v) {
+  return v == ProjectionInit::normal ? "normal" : "mean_pool";
 }
 const char* to_string(NormPlacement v) { return v == NormPlacement::post ? "post" : "pre"; }
 
@@ -95,6 +99,12 @@ void Config::validate() const {
                " uses windows of max_len / k positions, so max_len (", max_len,
                ") must be divisible by k (", k[i], ")");
   }
+  LF_CHECK(projection_init == ProjectionInit::normal || projection == Projection::linear,
+           "config: projection_init applies to learned (linear) projections; projection ",
+           to_string(projection), " has its own fixed or mean initialisation");
+  LF_CHECK(std::isfinite(projection_init_noise) && projection_init_noise >= 0.f &&
+               projection_init_noise <= 100.f,
+           "config: projection_init_noise must be in [0, 100], got ", projection_init_noise);
   if (sharing == Sharing::layerwise)
     for (int64_t v : k)
       LF_CHECK(v == k[0], "config: layerwise sharing uses one projection for all layers, so k "
@@ -118,6 +128,11 @@ std::string Config::to_json() const {
     j["k"] = k;
   j["sharing"] = to_string(sharing);
   j["projection"] = to_string(projection);
+  // Written only when not the default, so configs of earlier versions stay byte-identical.
+  if (projection_init != ProjectionInit::normal) {
+    j["projection_init"] = to_string(projection_init);
+    j["projection_init_noise"] = short_float(projection_init_noise);
+  }
   j["norm"] = to_string(norm);
   j["causal"] = causal;
   j["dropout"] = short_float(dropout);
@@ -149,10 +164,13 @@ Config Config::from_json(const std::string& text) {
     LF_CHECK(j[key].is_number(), "config: '", key, "' must be a number");
     dst = j[key].get<float>();
   };
+  // clang-format off
   static const std::set<std::string> known = {
       "vocab_size", "max_len", "d_model", "n_heads", "d_ff", "n_layers", "type_vocab_size",
-      "position_offset", "attention", "k", "sharing", "projection", "norm", "causal", "dropout",
-      "attention_dropout", "layer_norm_eps", "init_std", "num_classes", "pad_id", "cls_id"};
+      "position_offset", "attention", "k", "sharing", "projection", "projection_init",
+      "projection_init_noise", "norm", "causal", "dropout", "attention_dropout",
+      "layer_norm_eps", "init_std", "num_classes", "pad_id", "cls_id"};
+  // clang-format on
   for (auto it = j.begin(); it != j.end(); ++it)
     LF_CHECK(known.count(it.key()), "config: unknown key '", it.key(), "'");
   get_int("vocab_size", c.vocab_size);
@@ -170,6 +188,7 @@ Config Config::from_json(const std::string& text) {
   get_float("attention_dropout", c.attention_dropout);
   get_float("layer_norm_eps", c.layer_norm_eps);
   get_float("init_std", c.init_std);
+  get_float("projection_init_noise", c.projection_init_noise);
   if (j.contains("attention")) {
     const AttentionKind v[] = {AttentionKind::standard, AttentionKind::linformer};
     c.attention = parse_enum(j["attention"], "attention", v);
@@ -182,6 +201,10 @@ Config Config::from_json(const std::string& text) {
     const Projection v[] = {Projection::linear, Projection::mean_pool, Projection::max_pool,
                             Projection::conv};
     c.projection = parse_enum(j["projection"], "projection", v);
+  }
+  if (j.contains("projection_init")) {
+    const ProjectionInit v[] = {ProjectionInit::normal, ProjectionInit::mean_pool};
+    c.projection_init = parse_enum(j["projection_init"], "projection_init", v);
   }
   if (j.contains("norm")) {
     const NormPlacement v[] = {NormPlacement::post, NormPlacement::pre};

@@ -36,6 +36,18 @@ void Model::Impl::init_param(const ParamInfo& p, uint64_t s) {
     case Init::proj_normal:
       fill_normal(1.f / std::sqrt(static_cast<float>(cfg.max_len)));
       break;
+    case Init::proj_mean: {
+      // [heads,] k x n: row j averages window [j n / k, (j+1) n / k), plus noise.
+      const int64_t n = p.shape.back(), k = p.shape[p.shape.size() - 2];
+      fill_normal(cfg.projection_init_noise / std::sqrt(static_cast<float>(n)));
+      for (size_t m = 0; m < p.numel / static_cast<size_t>(k * n); ++m)
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t t0 = j * n / k, t1 = (j + 1) * n / k;
+          float* row = w + (m * k + j) * n;
+          for (int64_t t = t0; t < t1; ++t) row[t] += 1.f / static_cast<float>(t1 - t0);
+        }
+      break;
+    }
     case Init::conv_mean: {
       const size_t win = static_cast<size_t>(p.shape.back());
       for (size_t i = 0; i < p.numel; ++i) w[i] = 1.f / static_cast<float>(win);

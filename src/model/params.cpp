@@ -38,11 +38,14 @@ struct TableBuilder {
     if (c.projection == Projection::linear) {
       shape.push_back(k);
       shape.push_back(c.max_len);
-      add(name, shape, Init::proj_normal, true);
+      add(name, shape,
+          c.projection_init == ProjectionInit::mean_pool ? Init::proj_mean : Init::proj_normal,
+          true);
     } else {
       shape.push_back(c.max_len / k);
       add(name, shape, Init::conv_mean, true);
     }
+    t.back().projection = true;
   }
 };
 

@@ -18,6 +18,7 @@ void optim_to_json(const OptimOptions& o, nlohmann::json* j) {
   r["weight_decay"] = o.weight_decay;
   r["clip_norm"] = o.clip_norm;
   r["warmup_steps"] = o.warmup_steps;
+  r["projection_lr_scale"] = o.projection_lr_scale;
 }
 
 OptimOptions optim_from_json(const nlohmann::json& j) {
@@ -29,6 +30,7 @@ OptimOptions optim_from_json(const nlohmann::json& j) {
   o.weight_decay = j.at("weight_decay");
   o.clip_norm = j.at("clip_norm");
   o.warmup_steps = j.at("warmup_steps");
+  o.projection_lr_scale = j.value("projection_lr_scale", 1.0f);
   return o;
 }
 
@@ -73,6 +75,9 @@ void AdamW::step(float lr) {
   const float* g = model_.grad_data();
   for (const ParamInfo& p : model_.params()) {
     const float wd = p.decay ? o_.weight_decay : 0.f;
+    const float plr = p.projection ? lr * o_.projection_lr_scale : lr;
+    if (p.projection && o_.projection_lr_scale == 0.f)
+      continue;  // frozen: weights and moments untouched
     float* wp = w + p.offset;
     const float* gp = g + p.offset;
     float* mp = m_.data() + p.offset;
@@ -82,7 +87,7 @@ void AdamW::step(float lr) {
         mp[i] = b1 * mp[i] + (1.f - b1) * gp[i];
         vp[i] = b2 * vp[i] + (1.f - b2) * gp[i] * gp[i];
         const float mh = mp[i] / bc1, vh = vp[i] / bc2;
-        wp[i] -= lr * (mh / (std::sqrt(vh) + o_.eps) + wd * wp[i]);
+        wp[i] -= plr * (mh / (std::sqrt(vh) + o_.eps) + wd * wp[i]);
       }
     });
   }

@@ -26,6 +26,7 @@ json PretrainOptions::to_json() const {
          {"valid_fraction", valid_fraction},
          {"out", out},
          {"config", config},
+         {"sets", sets},
          {"init_from", init_from},
          {"tokenizer", tokenizer},
          {"vocab_size", vocab_size},
@@ -54,6 +55,7 @@ PretrainOptions PretrainOptions::from_json(const json& j) {
   o.valid_fraction = j.at("valid_fraction");
   o.out = j.at("out");
   o.config = j.at("config");
+  o.sets = j.value("sets", std::vector<std::string>{});
   o.init_from = j.at("init_from");
   o.tokenizer = j.at("tokenizer");
   o.vocab_size = j.at("vocab_size");
@@ -146,9 +148,9 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   // Model configuration: the tokenizer decides the vocabulary.
   Config cfg;
   if (!opt.init_from.empty())
-    cfg = Config::load((fs::path(opt.init_from) / "config.json").string());
-  else if (!opt.config.empty())
-    cfg = Config::load(opt.config);
+    cfg = Config::load_with_overrides((fs::path(opt.init_from) / "config.json").string(), opt.sets);
+  else if (!opt.config.empty() || !opt.sets.empty())
+    cfg = Config::load_with_overrides(opt.config, opt.sets);
   cfg.vocab_size = tok.vocab_size();
   cfg.pad_id = Tokenizer::kPad;
   cfg.cls_id = Tokenizer::kCls;

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Quality at convergence (docs/results.md, "Pretraining to convergence"): standard attention
+# against Linformer on the same token budget, the projection's initialisation, and
+# classification (SST-2, IMDB, IMDB at full length). Every stage is resumable: a stage stops
+# after TIME_LIMIT seconds of pretraining or finetuning with a checkpoint, and running the same
+# command again continues it (finished runs are skipped).
+#
+#   experiments/quality.sh STAGE [LINFORMER_BINARY]     (default build/linformer)
+#     corpus    the corpus (experiments/build_corpus.sh) and one tokenizer for every model
+#     init      projection-initialisation study: short pretraining + perplexity + IMDB accuracy
+#     pretrain  the four main models on TOKENS tokens each
+#     finetune  SST-2 and IMDB, two seeds, and IMDB at full length (n = 2048)
+#     all       everything in order
+# Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
+#   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
+#   IMDB_TRAIN (training reviews, 10000), INIT (the Linformer init of the main runs, e.g.
+#   "--set projection_init=mean_pool"; PROJ_LR for its --projection-lr-scale).
+set -euo pipefail
+stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
+LF=${2:-build/linformer}
+DATA=${DATA:-../shared/data}
+OUT=${OUT:-runs/quality}
+TIME_LIMIT=${TIME_LIMIT:-0}
+TOKENS=${TOKENS:-15000000}
+INIT_TOKENS=${INIT_TOKENS:-3000000}
+IMDB_TRAIN=${IMDB_TRAIN:-10000}
+PROJ_LR=${PROJ_LR:-1}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+mkdir -p "$OUT"
+corpus=$OUT/corpus
+tok=$OUT/tokenizer.model
+
+# pretrain NAME TOKENS N BATCH ARGS...: a pretraining run on the corpus (resumed if begun).
+pretrain() {
+  local name=$1 tokens=$2 n=$3 batch=$4; shift 4
+  local run=$OUT/pre/$name
+  [[ -d "$run/model" ]] && { echo "$name: done"; return 0; }
+  local steps=$(( (tokens + batch * n - 1) / (batch * n) ))
+  if [[ -f "$run/train_args.json" ]]; then
+    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$OUT/pre/$name.log"
+  else
+    mkdir -p "$OUT/pre"
+    "$LF" pretrain --train "$corpus/train.txt" --valid "$corpus/valid.txt" --tokenizer "$tok" \
+      --cache-dir "$OUT/cache" --out "$run" --seq-len "$n" --batch-size "$batch" \
+      --steps "$steps" --lr 5e-4 --warmup-steps $((steps / 20)) --eval-every $((steps / 20)) \
+      --eval-batches 40 --checkpoint-every 200 --log-every 50 --seed 1 \
+      --time-limit "$TIME_LIMIT" "$@" 2>&1 | tee "$OUT/pre/$name.log"
+  fi
+  if [[ -d "$run/model" ]]; then
+    "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len "$n" --seed 1 \
+      --quiet --json-out "$run/perplexity.json" >/dev/null
+  fi
+}
+
+# finetune NAME DEV ARGS...: a finetuning run (resumed if begun), then its dev evaluation.
+finetune() {
+  local name=$1 dev=$2; shift 2
+  local run=$OUT/cls/$name
+  [[ -f "$run/eval.json" ]] && { echo "$name: done"; return 0; }
+  mkdir -p "$OUT/cls"
+  if [[ -f "$run/train_args.json" ]]; then
+    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$OUT/cls/$name.log" 2>&1
+  else
+    "$LF" finetune --out "$run" --dev "$dev" --time-limit "$TIME_LIMIT" "$@" >"$OUT/cls/$name.log" 2>&1
+  fi
+  if [[ -d "$run/model" ]]; then
+    "$LF" evaluate --model "$run/best" --data "$dev" --json "$run/eval.json" >>"$OUT/cls/$name.log" 2>&1
+  fi
+}
+
+config() {  # ATTENTION N K SHARING: a small model config file (4 layers, d 256)
+  local f=$OUT/configs/$1-n$2-k$3-$4.json
+  mkdir -p "$OUT/configs"
+  printf '{"max_len": %s, "d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 4, "attention": "%s", "k": %s, "sharing": "%s", "dropout": 0.1, "attention_dropout": 0.1}\n' \
+    "$2" "$1" "$3" "$4" > "$f"
+  echo "$f"
+}
+
+imdb() {  # NAME MODEL N ARGS...: IMDB from a pretrained model
+  local name=$1 model=$2 n=$3; shift 3
+  finetune "$name" "$DATA/imdb/val.tsv" --init-from "$model" --train "$DATA/imdb/train.tsv" \
+    --max-train "$IMDB_TRAIN" --max-len "$n" --truncate head+tail --epochs 2 --batch-size 16 \
+    --lr 1e-4 "$@"
+}
+
+stage_corpus() {
+  [[ -s "$corpus/train.txt" ]] || experiments/build_corpus.sh "$DATA" "$corpus"
+  [[ -s "$tok" ]] || "$LF" tokenizer train --input "$corpus/train.txt" --out "$tok" --vocab-size 8192
+}
+
+stage_init() {
+  local lin; lin=$(config linformer 512 128 layerwise)
+  pretrain init-normal "$INIT_TOKENS" 512 8 --config "$lin"
+  pretrain init-meanpool "$INIT_TOKENS" 512 8 --config "$lin" --set projection_init=mean_pool
+  pretrain init-meanpool-lr0.01 "$INIT_TOKENS" 512 8 --config "$lin" \
+    --set projection_init=mean_pool --projection-lr-scale 0.01
+  pretrain init-meanpool-frozen "$INIT_TOKENS" 512 8 --config "$lin" \
+    --set projection_init=mean_pool --projection-lr-scale 0
+  pretrain init-fixed-meanpool "$INIT_TOKENS" 512 8 --config "$lin" --set projection=mean_pool
+  for v in normal meanpool meanpool-lr0.01 meanpool-frozen fixed-meanpool; do
+    local scale=1
+    case $v in meanpool-lr0.01) scale=0.01 ;; meanpool-frozen) scale=0 ;; esac
+    [[ -d "$OUT/pre/init-$v/model" ]] && imdb "imdb-init-$v" "$OUT/pre/init-$v/model" 512 \
+      --projection-lr-scale "$scale" --seed 1
+  done
+}
+
+stage_pretrain() {
+  pretrain standard-n512 "$TOKENS" 512 8 --config "$(config standard 512 128 layerwise)"
+  pretrain lin-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
+    ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  pretrain lin-k64-n512 "$TOKENS" 512 8 --config "$(config linformer 512 64 layerwise)" \
+    ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  pretrain lin-k128-n2048 "$TOKENS" 2048 2 --config "$(config linformer 2048 128 layerwise)" \
+    ${INIT:-} --projection-lr-scale "$PROJ_LR"
+}
+
+stage_finetune() {
+  for m in standard-n512 lin-k128-n512 lin-k64-n512; do
+    [[ -d "$OUT/pre/$m/model" ]] || { echo "$m: not pretrained yet"; continue; }
+    for seed in 1 2; do
+      finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
+        --train "$DATA/sst2/train.tsv" --max-len 64 --epochs 2 --batch-size 32 --lr 1e-4 \
+        --projection-lr-scale "$PROJ_LR" --seed "$seed"
+      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 --projection-lr-scale "$PROJ_LR" --seed "$seed"
+    done
+  done
+  # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
+  [[ -d "$OUT/pre/lin-k128-n2048/model" ]] &&
+    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 --batch-size 4 \
+      --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
+  return 0
+}
+
+case $stage in
+  corpus) stage_corpus ;;
+  init) stage_corpus; stage_init ;;
+  pretrain) stage_corpus; stage_pretrain ;;
+  finetune) stage_finetune ;;
+  all) stage_corpus; stage_init; stage_pretrain; stage_finetune ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
