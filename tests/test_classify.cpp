@@ -604,7 +604,6 @@ TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
   EXPECT_EQ(result_.best_metric, 1.0) << "best dev accuracy " << result_.best_metric;
   EXPECT_EQ(result_.steps_done, result_.total_steps);
   EXPECT_EQ(result_.total_steps, 20 * 12);
-  EXPECT_LT(result_.seconds, 60.0);  // about 2 s on one core
   for (const char* f : {"best/config.json", "best/model.safetensors", "best/tokenizer.model",
                         "best/labels.json", "best/eval.json", "model/model.safetensors",
                         "labels.json", "train_args.json", "metrics.jsonl", "loss.svg",
