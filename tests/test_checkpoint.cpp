@@ -47,13 +47,7 @@ void expect_error(const std::function<void()>& fn, std::initializer_list<std::st
 }
 
 // Random weights with every tensor (biases, LayerNorm) non-trivial.
-void randomise(Model& m, uint64_t seed) {
-  m.init(seed);
-  for (const ParamInfo& p : m.params()) {
-    float* w = m.param_data() + p.offset;
-    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, i, p.offset);
-  }
-}
+using test::randomise;
 
 std::vector<float> snapshot(Model& m) {
   std::vector<float> v;

@@ -603,7 +603,6 @@ TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
   EXPECT_EQ(result_.best_metric, 1.0) << "best dev accuracy " << result_.best_metric;
   EXPECT_EQ(result_.steps_done, result_.total_steps);
   EXPECT_EQ(result_.total_steps, 20 * 12);
-  EXPECT_LT(result_.seconds, 60.0);  // about 2 s on one core
   for (const char* f : {"best/config.json", "best/model.safetensors", "best/tokenizer.model",
                         "best/labels.json", "best/eval.json", "model/model.safetensors",
                         "labels.json", "train_args.json", "metrics.jsonl", "loss.svg",
@@ -654,6 +653,23 @@ TEST_F(ClassifyTrain, ResumeAfterStopIsExact) {
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << name << "[" << i << "]";
   }
   EXPECT_EQ(second.best_metric, result_.best_metric);
+  // The progress window in flight at the stop (steps 21-30; lines at 20 and 40) is saved in
+  // the checkpoint: every train line, the first after the resume too, equals the
+  // uninterrupted run's.
+  auto train_lines = [](const std::string& path) {
+    std::vector<std::vector<double>> v;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const json r = json::parse(line);
+      if (r["split"] == "train")
+        v.push_back({r["step"].get<double>(), r["loss"].get<double>(), r["accuracy"].get<double>()});
+    }
+    return v;
+  };
+  const auto uninterrupted = train_lines(dir_ + "/run/metrics.jsonl");
+  EXPECT_EQ(train_lines(dir_ + "/resumed/metrics.jsonl"), uninterrupted);
+  EXPECT_GT(uninterrupted.size(), 3u);
 }
 
 TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {

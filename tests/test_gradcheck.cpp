@@ -77,8 +77,7 @@ struct OneThread {
 
 // Compares analytic[i] with the central difference for the chosen entries of x.
 void check_grad(const std::string& what, float* x, size_t n, const float* analytic,
-                const std::function<double()>& loss, size_t max_entries = 400,
-                uint64_t seed = 1) {
+                const std::function<double()>& loss, size_t max_entries = 400, uint64_t seed = 1) {
   OneThread one;
   int bad = 0;
   double worst = 0;
@@ -234,7 +233,9 @@ TEST(GradCheck, CrossEntropy) {
   auto x = test::random_vec(rows * V, 21, 2.f);
   const std::vector<int32_t> t = {3, -100, 0, 6, -1, 2};
   // The written gradient is that of grad_scale * (summed loss).
-  auto loss = [&] { return gs * cross_entropy(nullptr, x.data(), t.data(), rows, V, 1.f, nullptr); };
+  auto loss = [&] {
+    return gs * cross_entropy(nullptr, x.data(), t.data(), rows, V, 1.f, nullptr);
+  };
   std::vector<float> d(x.size());
   cross_entropy(d.data(), x.data(), t.data(), rows, V, gs, nullptr);
   check_grad("cross_entropy", x.data(), x.size(), d.data(), loss);
@@ -285,9 +286,15 @@ void attention_gradcheck(const AttnCase& c) {
   check_grad(c.name + ".dv", vv.data(), vv.size(), dv.data(), loss);
 }
 
-TEST(GradCheck, AttentionPlain) { attention_gradcheck({"plain", 2, 5, 5, 6, 2, false, false, 0.f}); }
-TEST(GradCheck, AttentionKeyMask) { attention_gradcheck({"mask", 2, 5, 5, 6, 2, true, false, 0.f}); }
-TEST(GradCheck, AttentionCausal) { attention_gradcheck({"causal", 2, 5, 5, 6, 2, false, true, 0.f}); }
+TEST(GradCheck, AttentionPlain) {
+  attention_gradcheck({"plain", 2, 5, 5, 6, 2, false, false, 0.f});
+}
+TEST(GradCheck, AttentionKeyMask) {
+  attention_gradcheck({"mask", 2, 5, 5, 6, 2, true, false, 0.f});
+}
+TEST(GradCheck, AttentionCausal) {
+  attention_gradcheck({"causal", 2, 5, 5, 6, 2, false, true, 0.f});
+}
 TEST(GradCheck, AttentionCausalWithMask) {
   attention_gradcheck({"causal_mask", 2, 5, 5, 6, 2, true, true, 0.f});
 }
@@ -333,8 +340,8 @@ void seq_project_gradcheck(bool with_mask, bool with_em) {
   std::vector<float> scratch(K * N);
   seq_project_backward(dx.data(), dE.data(), r.data(), with_em ? r2.data() : nullptr, Ebm.data(),
                        E.data(), x.data(), m, sd, scratch.data());
-  const std::string tag = std::string("seq_project mask=") + (with_mask ? "1" : "0") +
-                          " em=" + (with_em ? "1" : "0");
+  const std::string tag =
+      std::string("seq_project mask=") + (with_mask ? "1" : "0") + " em=" + (with_em ? "1" : "0");
   // All entries, including the unused columns t >= N of E and the ldx padding of x (gradient 0).
   check_grad(tag + ".dx", x.data(), x.size(), dx.data(), loss);
   check_grad(tag + ".dE", E.data(), E.size(), dE.data(), loss);
@@ -416,8 +423,10 @@ TEST(GradCheck, BackwardAccumulates) {
     auto [dx0, dx1] = two(x.size());
     auto [dW0, dW1] = two(W.size());
     auto [db0, db1] = two(out);
-    linear_backward(dx0.data(), dW0.data(), db0.data(), g.data(), x.data(), W.data(), rows, in, out);
-    linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), rows, in, out);
+    linear_backward(dx0.data(), dW0.data(), db0.data(), g.data(), x.data(), W.data(), rows, in,
+                    out);
+    linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), rows, in,
+                    out);
     expect_accumulated("linear.dinp", dx0, dx1, c);
     expect_accumulated("linear.dW", dW0, dW1, c);
     expect_accumulated("linear.db", db0, db1, c);
@@ -427,7 +436,8 @@ TEST(GradCheck, BackwardAccumulates) {
     auto x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5), b = test::random_vec(C, 6),
          g = test::random_vec(rows * C, 7);
     std::vector<float> y(rows * C), mean(rows), rstd(rows);
-    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
+                      1e-5f);
     auto [dx0, dx1] = two(x.size());
     auto [dw0, dw1] = two(C);
     auto [db0, db1] = two(C);
@@ -533,54 +543,8 @@ TEST(GradCheck, BackwardAccumulates) {
 // ---------------------------------------------------------------------------------------------
 // Whole model
 
-struct ModelCase {
-  std::string name;
-  Config cfg;
-};
-void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
-
-std::vector<ModelCase> model_cases() {
-  std::vector<ModelCase> v;
-  Config base = test::tiny_config();
-  {
-    Config c = base;
-    c.attention = AttentionKind::standard;
-    v.push_back({"standard_post", c});
-    c.norm = NormPlacement::pre;
-    v.push_back({"standard_pre", c});
-    c.norm = NormPlacement::post;
-    c.causal = true;
-    v.push_back({"standard_causal", c});
-  }
-  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
-    for (Projection p :
-         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
-      Config c = base;
-      c.sharing = s;
-      c.projection = p;
-      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
-    }
-  {  // pre-norm Linformer with a different k per layer
-    Config c = base;
-    c.norm = NormPlacement::pre;
-    c.k = {8, 2};
-    c.sharing = Sharing::headwise;
-    v.push_back({"headwise_linear_pre_perlayer_k", c});
-    c.sharing = Sharing::none;
-    c.projection = Projection::conv;
-    v.push_back({"none_conv_pre_perlayer_k", c});
-  }
-  return v;
-}
-
 // Random, non-trivial weights: every tensor (LayerNorm and biases too) gets noise.
-void randomise(Model& m, uint64_t seed) {
-  m.init(seed);
-  for (const ParamInfo& p : m.params()) {
-    float* w = m.param_data() + p.offset;
-    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, p.offset, i);
-  }
-}
+using test::randomise;
 
 // A padded batch (3 sequences of lengths 12, 7, 10 at N = 12) with MLM and class labels.
 struct TestBatch {
@@ -599,7 +563,8 @@ struct TestBatch {
         mask[i] = real;
         ids[i] = real ? static_cast<int32_t>(rng_bits(5, 1, i) % cfg.vocab_size)
                       : static_cast<int32_t>(cfg.pad_id);
-        if (real && t % 3 == 1) labels[i] = static_cast<int32_t>(rng_bits(5, 2, i) % cfg.vocab_size);
+        if (real && t % 3 == 1)
+          labels[i] = static_cast<int32_t>(rng_bits(5, 2, i) % cfg.vocab_size);
       }
   }
   Batch batch() const { return Batch{ids.data(), mask.data(), B, N}; }
@@ -641,8 +606,8 @@ void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
   randomise(m, 17);
   const TestBatch tb(cfg);
   const double L0 = model_loss(m, tb, dseed, true);
-  const std::vector<float> grad(m.grad_data(), m.grad_data() + m.params().back().offset +
-                                                   m.params().back().numel);
+  const std::vector<float> grad(m.grad_data(),
+                                m.grad_data() + m.params().back().offset + m.params().back().numel);
   // The gradient call must not have changed the loss value.
   EXPECT_EQ(model_loss(m, tb, dseed, false), L0);
   OneThread one;
@@ -682,8 +647,8 @@ void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
     // Every tensor but a few should have a non-trivial gradient; a tensor whose gradient is
     // identically zero would make its check vacuous. (Exceptions in exact arithmetic: the key
     // bias of standard attention - softmax ignores a constant shift of a row's scores.)
-    const bool may_be_zero = !cfg.is_linformer() && p.name.find("attention.self.key.bias") !=
-                                                        std::string::npos;
+    const bool may_be_zero =
+        !cfg.is_linformer() && p.name.find("attention.self.key.bias") != std::string::npos;
     if (!may_be_zero) {
       EXPECT_GT(max_abs, 1e-6) << p.name << ": gradient is zero at every checked entry";
     }
@@ -695,11 +660,12 @@ void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
   ::testing::Test::RecordProperty("worst_err_over_tol", std::to_string(worst));
 }
 
-class GradCheckModel : public ::testing::TestWithParam<ModelCase> {};
+class GradCheckModel : public ::testing::TestWithParam<test::NamedConfig> {};
 
 TEST_P(GradCheckModel, ParametersMatchFiniteDifferences) { model_gradcheck(GetParam().cfg, 0); }
 
-INSTANTIATE_TEST_SUITE_P(GradCheck, GradCheckModel, ::testing::ValuesIn(model_cases()),
+INSTANTIATE_TEST_SUITE_P(GradCheck, GradCheckModel,
+                         ::testing::ValuesIn(test::attention_matrix(test::tiny_config())),
                          [](const auto& info) { return info.param.name; });
 
 // With dropout the loss is still a deterministic, smooth function of the parameters when every

@@ -19,50 +19,10 @@
 namespace lf {
 namespace {
 
-struct NamedConfig {
-  std::string name;
-  Config cfg;
-};
-void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
-
-std::vector<NamedConfig> all_attention(const Config& base) {
-  std::vector<NamedConfig> v;
-  {
-    Config c = base;
-    c.attention = AttentionKind::standard;
-    v.push_back({"standard_post", c});
-    c.norm = NormPlacement::pre;
-    v.push_back({"standard_pre", c});
-    c.causal = true;
-    v.push_back({"standard_pre_causal", c});
-  }
-  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
-    for (Projection p :
-         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
-      Config c = base;
-      c.sharing = s;
-      c.projection = p;
-      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
-    }
-  {
-    Config c = base;
-    c.norm = NormPlacement::pre;
-    c.sharing = Sharing::none;
-    c.projection = Projection::conv;
-    c.k = {8, 2};
-    v.push_back({"none_conv_pre_perlayer_k", c});
-  }
-  return v;
-}
+using test::NamedConfig;
 
 // Random, non-trivial weights: every tensor (LayerNorm and biases too) gets noise.
-void randomise(Model& m, uint64_t seed) {
-  m.init(seed);
-  for (const ParamInfo& p : m.params()) {
-    float* w = m.param_data() + p.offset;
-    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, p.offset, i);
-  }
-}
+using test::randomise;
 
 std::vector<float> grads_of(Model& m) {
   const ParamInfo& last = m.params().back();
@@ -72,8 +32,8 @@ std::vector<float> grads_of(Model& m) {
 // Relative error per tensor, with the denominator floored at 1% of the RMS tensor-gradient
 // norm: some gradients are zero in exact arithmetic (the key bias of standard attention,
 // unused position rows), and their rounding noise is not a relative quantity.
-void expect_same_grads(const Model& m, const std::vector<float>& got, const std::vector<float>& want,
-                       double tol, const std::string& what) {
+void expect_same_grads(const Model& m, const std::vector<float>& got,
+                       const std::vector<float>& want, double tol, const std::string& what) {
   double sum_sq = 0;
   for (const ParamInfo& p : m.params())
     for (size_t i = 0; i < p.numel; ++i) sum_sq += double(want[p.offset + i]) * want[p.offset + i];
@@ -105,7 +65,11 @@ struct Placed {
 Placed place(const std::vector<int32_t>& seq, const std::vector<int32_t>& seq_labels, int64_t B,
              int64_t N, int64_t slot, const std::vector<int64_t>& other_lens, int32_t pad,
              const Config& cfg, uint64_t seed) {
-  Placed p{B, N, slot, std::vector<int32_t>(B * N), std::vector<int32_t>(B * N, -100),
+  Placed p{B,
+           N,
+           slot,
+           std::vector<int32_t>(B * N),
+           std::vector<int32_t>(B * N, -100),
            std::vector<float>(B * N, 0.f)};
   size_t other = 0;
   for (int64_t b = 0; b < B; ++b) {
@@ -173,7 +137,7 @@ void padding_invariance(const Config& cfg, int64_t L) {
       place(seq, lab, 3, 12, 1, {12, 10}, static_cast<int32_t>(cfg.pad_id), cfg, 2),
       place(seq, lab, 2, cfg.max_len, 0, {cfg.max_len}, -1, cfg, 3),  // random ids in padding
       place(seq, lab, 1, 9, 0, {}, static_cast<int32_t>(cfg.pad_id), cfg, 4),
-      place(seq, lab, 2, 8, 1, {3}, -1, cfg, 5),  // the other sequence is the padded one
+      place(seq, lab, 2, 8, 1, {3}, -1, cfg, 5),       // the other sequence is the padded one
       place(seq, lab, 3, 10, 2, {0, 10}, -1, cfg, 6),  // a row with no real token at all
   };
   for (const Placed& p : placements) {
@@ -193,18 +157,19 @@ TEST_P(PaddingInvariance, RealPositionsUnchanged) { padding_invariance(GetParam(
 TEST_P(PaddingInvariance, SingleTokenSequence) { padding_invariance(GetParam().cfg, 1); }
 
 INSTANTIATE_TEST_SUITE_P(Padding, PaddingInvariance,
-                         ::testing::ValuesIn(all_attention(test::tiny_config())),
+                         ::testing::ValuesIn(test::attention_matrix(test::tiny_config())),
                          [](const auto& info) { return info.param.name; });
 
 // A mask of all ones is the same as no mask.
 TEST(PaddingMask, AllOnesMaskEqualsNoMask) {
-  for (const NamedConfig& nc : all_attention(test::tiny_config())) {
+  for (const NamedConfig& nc : test::attention_matrix(test::tiny_config())) {
     SCOPED_TRACE(nc.name);
     Model m(nc.cfg);
     randomise(m, 5);
     const int64_t B = 2, N = 11, D = nc.cfg.d_model;
     std::vector<int32_t> ids(B * N);
-    for (int64_t i = 0; i < B * N; ++i) ids[i] = static_cast<int32_t>(rng_bits(8, 0, i) % nc.cfg.vocab_size);
+    for (int64_t i = 0; i < B * N; ++i)
+      ids[i] = static_cast<int32_t>(rng_bits(8, 0, i) % nc.cfg.vocab_size);
     std::vector<float> ones(B * N, 1.f);
     m.forward(Batch{ids.data(), nullptr, B, N}, false);
     std::vector<float> h(m.hidden(), m.hidden() + B * N * D);
@@ -331,9 +296,9 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
   base.dropout = 0.1f;
   base.attention_dropout = 0.1f;
   std::vector<NamedConfig> cases;
-  for (const NamedConfig& nc : all_attention(base))
-    if (nc.name == "standard_post" || nc.name == "standard_pre_causal" ||
-        nc.name == "none_linear" || nc.name == "headwise_conv" || nc.name == "kv_mean_pool" ||
+  for (const NamedConfig& nc : test::attention_matrix(base))
+    if (nc.name == "standard_post" || nc.name == "standard_causal" || nc.name == "none_linear" ||
+        nc.name == "headwise_conv" || nc.name == "kv_mean_pool" ||
         nc.name == "layerwise_max_pool" || nc.name == "layerwise_linear")
       cases.push_back(nc);
   ASSERT_EQ(cases.size(), 7u);
@@ -346,8 +311,10 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
     for (int64_t t = 0; t < N; ++t) {
       const int64_t i = b * N + t;
       ids[i] = static_cast<int32_t>(rng_bits(12, 0, i) % base.vocab_size);
-      if (t >= len) mask[i] = 0.f;
-      else if (t % 5 == 3) labels[i] = static_cast<int32_t>(rng_bits(12, 1, i) % base.vocab_size);
+      if (t >= len)
+        mask[i] = 0.f;
+      else if (t % 5 == 3)
+        labels[i] = static_cast<int32_t>(rng_bits(12, 1, i) % base.vocab_size);
     }
   }
   for (const NamedConfig& nc : cases) {
@@ -465,7 +432,8 @@ TEST(Config, JsonUnknownKeyAndWrongTypes) {
   expect_error([] { Config::from_json(R"({"dropout": "0.1"})"); }, {"dropout", "number"});
   expect_error([] { Config::from_json(R"({"causal": 1})"); }, {"causal"});
   expect_error([] { Config::from_json(R"({"sharing": 3})"); }, {"sharing", "string"});
-  expect_error([] { Config::from_json(R"({"sharing": "rows"})"); }, {"sharing", "rows", "layerwise"});
+  expect_error([] { Config::from_json(R"({"sharing": "rows"})"); },
+               {"sharing", "rows", "layerwise"});
   expect_error([] { Config::from_json(R"({"k": [4, "x"]})"); }, {"k"});
   expect_error([] { Config::from_json(R"({"k": []})"); }, {"k"});
   expect_error([] { Config::from_json(R"([1, 2])"); }, {"object"});
@@ -545,8 +513,11 @@ TEST(Config, ForwardRejectsTooLongSequenceAndBadIds) {
   expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 17}, true); }, {"max_len"});
   EXPECT_NO_THROW(m.forward(Batch{ids.data(), nullptr, 2, 16}, false));
   ids[5] = 37;
-  expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 16}, false); },
-               {"token id", "37", "vocabulary"});
+  expect_error(
+      [&] {
+        m.forward(Batch{ids.data(), nullptr, 2, 16}, false);
+      },
+      {"token id", "37", "vocabulary"});
   ids[5] = -1;
   expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 16}, false); }, {"token id", "-1"});
   ids[5] = 36;

@@ -14,62 +14,13 @@
 namespace lf {
 namespace {
 
-struct RefCase {
-  std::string name;
-  Config cfg;
-};
-
-std::vector<RefCase> cases() {
-  std::vector<RefCase> v;
-  Config base = test::tiny_config();
-  {
-    Config c = base;
-    c.attention = AttentionKind::standard;
-    v.push_back({"standard_post", c});
-    c.norm = NormPlacement::pre;
-    v.push_back({"standard_pre", c});
-    c.norm = NormPlacement::post;
-    c.causal = true;
-    v.push_back({"standard_causal", c});
-  }
-  const Sharing sharings[] = {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise};
-  const Projection projs[] = {Projection::linear, Projection::mean_pool, Projection::max_pool,
-                              Projection::conv};
-  for (Sharing s : sharings)
-    for (Projection p : projs) {
-      Config c = base;
-      c.sharing = s;
-      c.projection = p;
-      v.push_back({std::string("linformer_") + to_string(s) + "_" + to_string(p), c});
-    }
-  {
-    Config c = base;
-    c.sharing = Sharing::headwise;
-    c.k = {8, 2};  // per-layer k
-    c.norm = NormPlacement::pre;
-    v.push_back({"linformer_headwise_perlayer_k_pre", c});
-    c.sharing = Sharing::none;
-    c.projection = Projection::conv;
-    v.push_back({"linformer_none_conv_perlayer_k_pre", c});
-  }
-  return v;
-}
-
-void PrintTo(const RefCase& c, std::ostream* os) { *os << c.name; }
-
-class Reference : public ::testing::TestWithParam<RefCase> {};
+class Reference : public ::testing::TestWithParam<test::NamedConfig> {};
 
 // Random, non-trivial weights: every tensor (LayerNorm and biases too) gets noise.
-void randomise(Model& m, uint64_t seed) {
-  m.init(seed);
-  for (const ParamInfo& p : m.params()) {
-    float* w = m.param_data() + p.offset;
-    for (size_t i = 0; i < p.numel; ++i) w[i] += 0.1f * rng_normal(seed + 1, i, p.offset);
-  }
-}
+using test::randomise;
 
 TEST_P(Reference, OutputsAndGradientsMatchPyTorch) {
-  const RefCase& rc = GetParam();
+  const test::NamedConfig& rc = GetParam();
   const std::string dir = test::temp_dir(rc.name);
   Model model(rc.cfg);
   randomise(model, 11);
@@ -95,9 +46,9 @@ TEST_P(Reference, OutputsAndGradientsMatchPyTorch) {
   in.write(dir + "/in.safetensors");
 
   const std::string cmd = std::string("/usr/bin/python3 ") + LF_SOURCE_DIR +
-                          "/tests/reference/torch_reference.py --model " + dir +
-                          "/model --input " + dir + "/in.safetensors --out " + dir +
-                          "/ref.safetensors 2> " + dir + "/ref.log";
+                          "/tests/reference/torch_reference.py --model " + dir + "/model --input " +
+                          dir + "/in.safetensors --out " + dir + "/ref.safetensors 2> " + dir +
+                          "/ref.log";
   const int rc_py = std::system(cmd.c_str());
   ASSERT_EQ(rc_py, 0) << "PyTorch reference failed: " << cmd;
   SafeTensorsReader ref(dir + "/ref.safetensors");
@@ -158,7 +109,8 @@ TEST_P(Reference, OutputsAndGradientsMatchPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllAttention, Reference, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(AllAttention, Reference,
+                         ::testing::ValuesIn(test::attention_matrix(test::tiny_config())),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

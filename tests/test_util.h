@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
+#include "linformer/model.h"
 #include "linformer/rng.h"
 
 namespace lf::test {
@@ -79,6 +81,71 @@ inline double rel_error(const float* a, const float* b, size_t n) {
     den += double(b[i]) * b[i];
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-12);
+}
+
+// Random, non-trivial weights: init(seed), then noise on every tensor (LayerNorm and biases
+// too), so that no parameter sits at a special value (0, 1) where a bug could hide.
+inline void randomise(Model& m, uint64_t seed) {
+  m.init(seed);
+  float* w = m.param_data();
+  for (const ParamInfo& p : m.params())
+    for (size_t i = 0; i < p.numel; ++i)
+      w[p.offset + i] += 0.1f * rng_normal(seed + 1, p.offset, i);
+}
+
+// Turns arena guard words on (or off) for its lifetime (core/buffer.h): a block written past
+// its end then makes the model's pass throw, in release builds too.
+struct GuardWords {
+  const bool before = Arena::guard_words();
+  explicit GuardWords(bool on = true) { Arena::set_guard_words(on); }
+  ~GuardWords() { Arena::set_guard_words(before); }
+};
+
+// A configuration with the name its parameterised tests carry.
+struct NamedConfig {
+  std::string name;
+  Config cfg;
+};
+inline void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
+
+// The attention-option matrix every whole-model test runs over, built on `base`:
+// standard attention (post-norm, pre-norm, causal); Linformer with every sharing x every
+// projection; and two pre-norm Linformer models with a different k per layer (`per_layer_k`,
+// whose values must divide base.max_len).
+inline std::vector<NamedConfig> attention_matrix(const Config& base,
+                                                 std::vector<int64_t> per_layer_k = {8, 2}) {
+  std::vector<NamedConfig> v;
+  {
+    Config c = base;
+    c.attention = AttentionKind::standard;
+    v.push_back({"standard_post", c});
+    c.norm = NormPlacement::pre;
+    v.push_back({"standard_pre", c});
+    c.norm = NormPlacement::post;
+    c.causal = true;
+    v.push_back({"standard_causal", c});
+  }
+  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
+    for (Projection p :
+         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
+      Config c = base;
+      c.attention = AttentionKind::linformer;
+      c.sharing = s;
+      c.projection = p;
+      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
+    }
+  {
+    Config c = base;
+    c.attention = AttentionKind::linformer;
+    c.norm = NormPlacement::pre;
+    c.k = per_layer_k;
+    c.sharing = Sharing::headwise;
+    v.push_back({"headwise_linear_pre_perlayer_k", c});
+    c.sharing = Sharing::none;
+    c.projection = Projection::conv;
+    v.push_back({"none_conv_pre_perlayer_k", c});
+  }
+  return v;
 }
 
 inline std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.f) {

@@ -89,7 +89,8 @@ class Model {
   size_t forward_bytes(int64_t B, int64_t N, bool train, bool padded = false) const;
   // Bytes of parameter storage, plus gradient storage once it exists (it is allocated on
   // the first training forward or gradient access; inference never allocates it), plus the
-  // packed inference weights while they exist.
+  // projection matrices Linformer writes out for mean pooling and convolution. The packed
+  // inference weights are not included: see packed_weight_bytes().
   size_t param_bytes() const;
   // Bytes the packed inference weights take for the current compute type once packed (0 for
   // f32, which uses the parameters in place): for sizing ahead of the first forward.

@@ -185,9 +185,54 @@ class ProjectInputPath final : public LinformerPath {
   }
 };
 
-// ---- project the keys and values per head ----
+// ---- map every row, then reduce N rows to K ----
 
-class ProjectKeysPath final : public LinformerPath {
+// The paths that apply the K/V maps on all N rows and then reduce the keys and values to K
+// rows: kp = reduce(in Wk^T + bk), likewise vp.
+class ReduceKeysPath : public LinformerPath {
+ public:
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const final {
+    kv_maps_forward(c, lp, A, in);
+    reduce(c, lp, A);
+    return saved(c, A);
+  }
+
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                float* din, const float* dkk, const float* dvv) const final {
+    const int64_t R = c.B * c.N, D = c.cfg->d_model;
+    const Layout& L = *c.lay;
+    zero(L.dK, R * D);
+    zero(L.dV, R * D);
+    reduce_backward(c, lp, A, L.dK, L.dV, dkk, dvv);
+    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
+  }
+
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                         const float**) const final {
+    kv_maps_infer(c, lp, A, in);
+    reduce(c, lp, A);
+    return saved(c, A);
+  }
+
+  double flops(const Config& cfg, int64_t layer, double n) const final {
+    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
+    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
+           + reduce_flops(cfg, K, n)   // the reduction
+           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
+  }
+
+ protected:
+  // A.kp, A.vp [B,K,D] from A.k, A.v [B,N,D].
+  virtual void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const = 0;
+  // dk, dv [B,N,D] (zeroed) from dkp, dvp [B,K,D], with the reduction's parameter gradients.
+  virtual void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
+                               float* dv, const float* dkp, const float* dvp) const = 0;
+  virtual double reduce_flops(const Config& cfg, double K, double n) const = 0;
+};
+
+// Per-head E after the maps (sharing none): kp_h = E_h mask(k)_h.
+class ProjectKeysPath final : public ReduceKeysPath {
  public:
   const char* name() const override { return "project_keys"; }
 
@@ -195,123 +240,70 @@ class ProjectKeysPath final : public LinformerPath {
     take_kv(c, A, cfg, s);
     take_projected(c, A, cfg, s);
   }
-
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                     const float* in) const override {
-    kv_maps_forward(c, lp, A, in);
-    project(c, lp, A);
-    return saved(c, A);
-  }
-
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                float* din, const float* dkk, const float* dvv) const override {
-    const int64_t R = c.B * c.N, D = c.cfg->d_model;
-    const Layout& L = *c.lay;
-    Projections& P = *c.proj;
-    float* grads = c.grad.grads;
-    zero(L.dK, R * D);
-    zero(L.dV, R * D);
-    P.heads_backward(lp.slot_k, L.dK, P.dE(lp.slot_k, grads), dkk, A.k, c.B, c.N, lp.K,
-                     c.precision);
-    P.heads_backward(lp.slot_v, L.dV, P.dE(lp.slot_v, grads), dvv, A.v, c.B, c.N, lp.K,
-                     c.precision);
-    P.reduce_grad(lp.slot_k, grads);
-    P.reduce_grad(lp.slot_v, grads);
-    zero_padded_rows(c, L.dK, D);
-    zero_padded_rows(c, L.dV, D);
-    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
-  }
-
   void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
                   const PathShape& s) const override {
     plan_train(c, A, cfg, s);
   }
 
-  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                         const float**) const override {
-    kv_maps_infer(c, lp, A, in);
-    project(c, lp, A);
-    return saved(c, A);
-  }
-
-  double flops(const Config& cfg, int64_t layer, double n) const override {
-    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
-    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
-           + 2.0 * (2.0 * K * n * D)   // per-head E
-           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
-  }
-
  private:
   // Padded keys and values must not reach the projection: zero them, then kp_h = E_h k_h.
-  static void project(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+  void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const override {
     const int64_t D = c.cfg->d_model;
     zero_padded_rows(c, A.k, D);
     zero_padded_rows(c, A.v, D);
     c.proj->heads_forward(lp.slot_k, A.kp, A.k, c.B, c.N, lp.K, c.precision);
     c.proj->heads_forward(lp.slot_v, A.vp, A.v, c.B, c.N, lp.K, c.precision);
   }
+  void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
+                       float* dv, const float* dkp, const float* dvp) const override {
+    Projections& P = *c.proj;
+    float* grads = c.grad.grads;
+    P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.k, c.B, c.N, lp.K, c.precision);
+    P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.v, c.B, c.N, lp.K, c.precision);
+    P.reduce_grad(lp.slot_k, grads);
+    P.reduce_grad(lp.slot_v, grads);
+    zero_padded_rows(c, dk, c.cfg->d_model);
+    zero_padded_rows(c, dv, c.cfg->d_model);
+  }
+  double reduce_flops(const Config& cfg, double K, double n) const override {
+    return 2.0 * (2.0 * K * n * static_cast<double>(cfg.d_model));  // per-head E
+  }
 };
 
-// ---- max pooling ----
-
-class MaxPoolPath final : public LinformerPath {
+// Max pooling over windows of max_len / K positions (padding excluded).
+class MaxPoolPath final : public ReduceKeysPath {
  public:
   const char* name() const override { return "max_pool"; }
 
   void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
-    const int64_t BKD = s.B * s.K * cfg.d_model;
     take_kv(c, A, cfg, s);
     take_projected(c, A, cfg, s);
-    A.argk = c.take<int32_t>(BKD);
-    A.argv = c.take<int32_t>(BKD);
+    take_choices(c, A, cfg, s);
   }
-
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                     const float* in) const override {
-    kv_maps_forward(c, lp, A, in);
-    pool(c, lp, A);
-    return saved(c, A);
-  }
-
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                float* din, const float* dkk, const float* dvv) const override {
-    const int64_t R = c.B * c.N, D = c.cfg->d_model;
-    const Layout& L = *c.lay;
-    zero(L.dK, R * D);
-    zero(L.dV, R * D);
-    max_pool_backward(L.dK, dkk, A.argk, c.B, c.N, lp.K, D);
-    max_pool_backward(L.dV, dvv, A.argv, c.B, c.N, lp.K, D);
-    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
-  }
-
   void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
                   const PathShape& s) const override {
-    const int64_t BKD = s.B * s.K * cfg.d_model;
     take_kv(c, A, cfg, s);
-    A.argk = c.take<int32_t>(BKD);
-    A.argv = c.take<int32_t>(BKD);
+    take_choices(c, A, cfg, s);
     take_projected(c, A, cfg, s);
-  }
-
-  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                         const float**) const override {
-    kv_maps_infer(c, lp, A, in);
-    pool(c, lp, A);
-    return saved(c, A);
-  }
-
-  double flops(const Config& cfg, int64_t layer, double n) const override {
-    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
-    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
-           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
   }
 
  private:
-  static void pool(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+  // The positions max pooling chose, [B,K,D] each, for backward.
+  static void take_choices(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
+    A.argk = c.take<int32_t>(s.B * s.K * cfg.d_model);
+    A.argv = c.take<int32_t>(s.B * s.K * cfg.d_model);
+  }
+  void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const override {
     const int64_t w = c.cfg->max_len / lp.K, D = c.cfg->d_model;
     max_pool_forward(A.kp, A.argk, A.k, c.mask, c.B, c.N, lp.K, w, D);
     max_pool_forward(A.vp, A.argv, A.v, c.mask, c.B, c.N, lp.K, w, D);
   }
+  void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
+                       float* dv, const float* dkp, const float* dvp) const override {
+    max_pool_backward(dk, dkp, A.argk, c.B, c.N, lp.K, c.cfg->d_model);
+    max_pool_backward(dv, dvp, A.argv, c.B, c.N, lp.K, c.cfg->d_model);
+  }
+  double reduce_flops(const Config&, double, double) const override { return 0.0; }
 };
 
 }  // namespace

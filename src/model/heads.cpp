@@ -20,12 +20,8 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   c.M = M;
   auto lay = [&](Arena* ar) {
     Carver cv{ar};
-    c.xin = cv.take<float>(M * D);
-    c.t1 = cv.take<float>(M * D);
-    c.t2 = cv.take<float>(M * D);
-    c.t3 = cv.take<float>(M * D);
-    c.mean = cv.take<float>(M);
-    c.rstd = cv.take<float>(M);
+    for (float** p : {&c.xin, &c.t1, &c.t2, &c.t3}) *p = cv.take<float>(M * D);  // [M, D]
+    for (float** p : {&c.mean, &c.rstd}) *p = cv.take<float>(M);                 // [M]
     c.logits = logits_out ? logits_out : cv.take<float>(M * V);
     return cv.bytes;
   };
@@ -79,6 +75,7 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
     const float* src = dx + i * D;
     for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
   }
+  head_arena.check_guards();
   return loss;
 }
 

@@ -219,6 +219,7 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   if (cfg.norm == NormPlacement::pre)
     layernorm_forward(hid, fin_mean, fin_rstd, xs[cfg.n_layers], final_ln.w, final_ln.b, R, D,
                       cfg.layer_norm_eps);
+  arena.check_guards();
 }
 
 void Model::Impl::backward() {
@@ -241,6 +242,7 @@ void Model::Impl::backward() {
   embedding_backward(grad_of(word), grad_of(pos), grad_of(type), d1, ids, B, N, D,
                      cfg.position_offset);
   have_grad_batch = false;
+  arena.check_guards();
 }
 
 Model::Model(const Config& cfg) : impl_(std::make_unique<Impl>(cfg)) {}

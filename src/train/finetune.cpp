@@ -346,12 +346,14 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   int64_t start = 0;
   double best = -1;
   int64_t best_step = 0;
+  LogWindow win;  // the progress window in flight at the checkpoint, if any
   if (resume) {
     const json st = resume_latest(opt.out, model, adam, opt.quiet);
     if (!st.is_null()) {
       start = st.at("step").get<int64_t>();
       best = st.value("best_metric", -1.0);
       best_step = st.value("best_step", int64_t{0});
+      win.load(st);
     }
   } else {
     write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
@@ -396,8 +398,6 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   int64_t plan_epoch = -1;
   PaddedBatch pb;
   std::vector<float> logits;
-  double win_loss = 0, win_time = 0;
-  int64_t win_correct = 0, win_examples = 0, win_steps = 0;
   double total_examples = 0;
   int64_t step = start;
   bool stopped_early = false;
@@ -432,7 +432,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
       step_loss += l / static_cast<double>(step_examples);
       for (int64_t b = 0; b < pb.B; ++b) {
         const float* lb = logits.data() + b * cfg.num_classes;
-        win_correct += (std::max_element(lb, lb + cfg.num_classes) - lb) == y[b];
+        win.correct += (std::max_element(lb, lb + cfg.num_classes) - lb) == y[b];
       }
     }
     const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
@@ -440,19 +440,17 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     adam.step(lr);
     LF_CHECK(std::isfinite(step_loss), "finetune: loss became ", step_loss, " at step ", step + 1,
              "; lower --lr or check the data");
-    win_loss += step_loss;
-    win_examples += step_examples;
+    win.examples += step_examples;
     total_examples += static_cast<double>(step_examples);
-    win_time += st.seconds();
-    ++win_steps;
+    win.add_step(step_loss, st.seconds());
     const int64_t done = step + 1;
     const bool epoch_end = done % steps_per_epoch == 0;
     res.steps_done = done;
     if (done % opt.log_every == 0 || epoch_end || done == total_steps) {
-      const double mean = win_loss / win_steps;
-      const double eps = win_examples / std::max(win_time, 1e-9);
-      const double left = (total_steps - done) * (win_time / win_steps);
-      const double acc = static_cast<double>(win_correct) / std::max<int64_t>(win_examples, 1);
+      const double mean = win.mean_loss();
+      const double eps = win.examples / std::max(win.time, 1e-9);
+      const double left = (total_steps - done) * win.seconds_per_step();
+      const double acc = static_cast<double>(win.correct) / std::max<int64_t>(win.examples, 1);
       log.write({{"step", done},
                  {"epoch", static_cast<double>(done) / steps_per_epoch},
                  {"split", "train"},
@@ -469,8 +467,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
           static_cast<long long>(done), static_cast<long long>(total_steps), mean, 100 * acc, eps,
           lr, model.activation_bytes() / 1048576.0, format_duration(clock.seconds()).c_str(),
           format_duration(left).c_str());
-      win_loss = win_time = 0;
-      win_correct = win_examples = win_steps = 0;
+      win.clear();
     }
     const bool time_up = (opt.time_limit > 0 && clock.seconds() >= opt.time_limit) ||
                          (opt.stop_after > 0 && done - start >= opt.stop_after);
@@ -486,11 +483,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
         best_step = done;
       }
     }
-    if (eval_now || time_up ||
-        (opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0))
-      save_checkpoint(opt.out, done, model, adam,
-                      json{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}},
-                      1);
+    if (eval_now || time_up || (opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0)) {
+      json state{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}};
+      win.save(state);
+      save_checkpoint(opt.out, done, model, adam, state, 1);
+    }
     if (time_up && done < total_steps) {
       say("stopping after %lld steps (time or step limit); continue with `linformer finetune --out %s "
           "--resume`\n",

@@ -229,16 +229,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   MlmBatch batch;
   std::vector<int64_t> order;
   int64_t order_epoch = -1;
-  double window_loss = 0, window_tokens = 0, window_time = 0;
-  int64_t window_steps = 0;
-  // The progress window in flight at the checkpoint (its steps are not logged yet), so that
-  // the first line after a resume averages the same steps as the uninterrupted run's.
-  if (resume_state.contains("window_steps")) {
-    window_loss = resume_state.at("window_loss").get<double>();
-    window_tokens = resume_state.at("window_tokens").get<double>();
-    window_time = resume_state.at("window_time").get<double>();
-    window_steps = resume_state.at("window_steps").get<int64_t>();
-  }
+  LogWindow window;  // the progress window in flight at the checkpoint, if any
+  window.load(resume_state);
   double total_tokens = 0;
   double last_valid = 0;
   int64_t step = start;
@@ -266,7 +258,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
           model.mlm_loss(batch.labels.data(), true, 1.f / static_cast<float>(opt.grad_accum), &c);
       model.backward();
       step_loss += (c ? l / c : 0.0) / static_cast<double>(opt.grad_accum);
-      window_tokens += static_cast<double>(batch.real_tokens);
+      window.tokens += static_cast<double>(batch.real_tokens);
       total_tokens += static_cast<double>(batch.real_tokens);
     }
     const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
@@ -274,15 +266,13 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     adam.step(lr);
     LF_CHECK(std::isfinite(step_loss), "pretrain: loss became ", step_loss, " at step ", step + 1,
              "; lower --lr or check the data");
-    window_loss += step_loss;
-    window_time += st.seconds();
-    ++window_steps;
+    window.add_step(step_loss, st.seconds());
     const int64_t done = step + 1;
     res.final_train_loss = step_loss;
     if (done % opt.log_every == 0 || done == opt.steps) {
-      const double mean = window_loss / window_steps;
-      const double tps = window_tokens / std::max(window_time, 1e-9);
-      const double left = (opt.steps - done) * (window_time / window_steps);
+      const double mean = window.mean_loss();
+      const double tps = window.tokens / std::max(window.time, 1e-9);
+      const double left = (opt.steps - done) * window.seconds_per_step();
       log.write({{"step", done},
                  {"split", "train"},
                  {"loss", mean},
@@ -294,8 +284,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       say("step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left\n",
           static_cast<long long>(done), static_cast<long long>(opt.steps), mean, std::exp(mean),
           tps, lr, format_duration(clock.seconds()).c_str(), format_duration(left).c_str());
-      window_loss = window_tokens = window_time = 0;
-      window_steps = 0;
+      window.clear();
     }
     const bool time_up = opt.time_limit > 0 && clock.seconds() >= opt.time_limit;
     if ((opt.eval_every > 0 && done % opt.eval_every == 0) || done == opt.steps || time_up) {
@@ -310,13 +299,11 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       write_loss_plot(opt.out, log.path());
     }
     if ((opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0) || done == opt.steps ||
-        time_up)
-      save_checkpoint(opt.out, done, model, adam,
-                      json{{"kind", "pretrain"},
-                           {"window_loss", window_loss},
-                           {"window_tokens", window_tokens},
-                           {"window_time", window_time},
-                           {"window_steps", window_steps}});
+        time_up) {
+      json state{{"kind", "pretrain"}};
+      window.save(state);
+      save_checkpoint(opt.out, done, model, adam, state);
+    }
     if (time_up) {
       say("time limit reached after %lld steps; resume with --resume\n",
           static_cast<long long>(done));

@@ -133,6 +133,26 @@ void MetricsLog::write(const json& record) {
   out.flush();
 }
 
+void LogWindow::save(nlohmann::json& state) const {
+  state["window_loss"] = loss;
+  state["window_time"] = time;
+  state["window_tokens"] = tokens;
+  state["window_steps"] = steps;
+  state["window_examples"] = examples;
+  state["window_correct"] = correct;
+}
+
+void LogWindow::load(const nlohmann::json& state) {
+  clear();
+  if (!state.is_object() || !state.contains("window_steps")) return;
+  loss = state.at("window_loss").get<double>();
+  time = state.at("window_time").get<double>();
+  tokens = state.value("window_tokens", 0.0);
+  steps = state.at("window_steps").get<int64_t>();
+  examples = state.value("window_examples", int64_t{0});
+  correct = state.value("window_correct", int64_t{0});
+}
+
 std::string format_duration(double s) {
   if (!(s >= 0) || s > 1e8) return "?";
   const long long t = static_cast<long long>(s + 0.5);

@@ -22,4 +22,27 @@ nlohmann::json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW&
 // returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
 
+// The progress-log window: what the steps since the last progress line add up to. It is
+// saved in every checkpoint's state, so that the first line after a resume averages the same
+// steps as the uninterrupted run's.
+struct LogWindow {
+  double loss = 0;    // sum of the steps' mean losses
+  double time = 0;    // seconds
+  double tokens = 0;  // real tokens (pretraining)
+  int64_t steps = 0;
+  int64_t examples = 0, correct = 0;  // examples and correct predictions (finetuning)
+
+  void add_step(double step_loss, double seconds) {
+    loss += step_loss;
+    time += seconds;
+    ++steps;
+  }
+  double mean_loss() const { return loss / steps; }
+  double seconds_per_step() const { return time / steps; }
+  void clear() { *this = LogWindow(); }
+  // Into / from checkpoint state (window_* keys); load leaves it empty when they are absent.
+  void save(nlohmann::json& state) const;
+  void load(const nlohmann::json& state);
+};
+
 }  // namespace lf
