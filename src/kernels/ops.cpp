@@ -138,28 +138,13 @@ void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) 
 namespace {
 // One row of softmax_forward: y = softmax(scale * x) over unmasked keys, masked keys 0.
 void softmax_row(float* y, const float* x, int64_t cols, float scale, const float* key_mask) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float mx = kNegInf;
-  if (key_mask) {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < cols; ++j)
-      mx = std::max(mx, key_mask[j] != 0.f ? x[j] * scale : kNegInf);
-  } else {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, x[j] * scale);
-  }
-  if (mx == kNegInf) {  // every key masked
+  const float mx = vm::masked_scaled_max(x, key_mask, cols, scale);
+  if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
     std::fill(y, y + cols, 0.f);
     return;
   }
   // y = scale * x - mx (masked: -inf, which exp maps to exactly 0), then exp in place.
-  if (key_mask) {
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) y[j] = key_mask[j] != 0.f ? x[j] * scale - mx : kNegInf;
-  } else {
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) y[j] = x[j] * scale - mx;
-  }
+  vm::masked_scaled_shift(y, x, key_mask, cols, scale, mx);
   vm::exp_n(y, y, cols);
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)

@@ -8,9 +8,11 @@
 // AVX-512 versions are used when the compiler targets it (-march=native on this machine);
 // scalar versions are the fallback and the specification.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #if defined(__AVX512F__)
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined_ps inside min/max/
@@ -131,6 +133,35 @@ inline void gelu_n(float* y, const float* x, int64_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = gelu_scalar(x[i]);
+}
+
+// Softmax building blocks over a row of n scores x with an optional key mask (mask[j] == 0:
+// the key is excluded; null: every key counts).
+// max_j scale * x[j] over the counted keys; -inf when there is none.
+inline float masked_scaled_max(const float* x, const float* mask, int64_t n, float scale) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+  if (mask) {
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, mask[j] != 0.f ? x[j] * scale : kNegInf);
+  } else {
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j] * scale);
+  }
+  return mx;
+}
+// y[j] = scale * x[j] - shift for counted keys, -inf (which exp maps to exactly 0) for the
+// others. y may alias x.
+inline void masked_scaled_shift(float* y, const float* x, const float* mask, int64_t n,
+                                float scale, float shift) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (mask) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = mask[j] != 0.f ? x[j] * scale - shift : kNegInf;
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] * scale - shift;
+  }
 }
 
 }  // namespace lf::vm

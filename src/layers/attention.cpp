@@ -168,27 +168,13 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         float* s = S + r * kb;
         // Columns this row may see in the block (causal: keys up to its own position).
         const int64_t lim = d.causal ? std::max<int64_t>(0, std::min(cols, i0 + r + 1 - j0)) : cols;
-        float bm = kNegInf;
-        if (mj) {
-#pragma omp simd reduction(max : bm)
-          for (int64_t j = 0; j < lim; ++j)
-            bm = std::max(bm, mj[j] != 0.f ? s[j] * scale : kNegInf);
-        } else {
-#pragma omp simd reduction(max : bm)
-          for (int64_t j = 0; j < lim; ++j) bm = std::max(bm, s[j] * scale);
-        }
+        const float bm = vm::masked_scaled_max(s, mj, lim, scale);
         if (bm == kNegInf) {  // nothing visible in this block: zero weights, state unchanged
           std::fill(s, s + cols, 0.f);
           continue;
         }
         const float mnew = std::max(m[r], bm);
-        if (mj) {
-#pragma omp simd
-          for (int64_t j = 0; j < lim; ++j) s[j] = mj[j] != 0.f ? s[j] * scale - mnew : kNegInf;
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < lim; ++j) s[j] = s[j] * scale - mnew;
-        }
+        vm::masked_scaled_shift(s, s, mj, lim, scale, mnew);
         vm::exp_n(s, s, lim);
         std::fill(s + lim, s + cols, 0.f);
         float sum = 0.f;
