@@ -18,8 +18,10 @@ configure:
 build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo needs only the program, not the tests and benchmarks.
+demo: setup configure
 	scripts/setup.sh --demo
+	cmake --build $(BUILD) -j $(JOBS) --target linformer
 	CORPUS=$(CORPUS) scripts/demo.sh $(BUILD)
 
 test:
