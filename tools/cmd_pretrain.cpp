@@ -39,8 +39,10 @@ void add_pretrain(CLI::App& app) {
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");
   cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
-  add_run_folder_options(cmd, &o->out, resume.get());
-  cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
+  add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);
+  cmd->add_option("--steps", o->steps, "Optimizer steps")
+      ->capture_default_str()
+      ->group("Optimiser");
   add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch", &o->grad_accum);
   cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
   cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Linear warm-up steps, then linear decay")

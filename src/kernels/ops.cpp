@@ -141,8 +141,9 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, x[j] * scale);
   }
-  if (mx == kNegInf) {  // every key masked
-    std::fill(y, y + cols, 0.f);
+  if (mx == kNegInf) {  // every key masked, or every visible score NaN (which stays NaN)
+    for (int64_t j = 0; j < cols; ++j)
+      y[j] = (!key_mask || key_mask[j] != 0.f) && std::isnan(x[j]) ? x[j] : 0.f;
     return;
   }
   // y = scale * x - mx (masked: -inf, which exp maps to exactly 0), then exp in place.
