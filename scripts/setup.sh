@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that the build needs, and with a flag those of the tests,
-# the demo or the PyTorch comparison (only the missing ones). Nothing is assumed beyond
-# Debian's base system, make and git. Runs apt-get as root, or through sudo.
-# Usage: scripts/setup.sh [--test | --demo | --bench]
+# the demo, the PyTorch comparison or the fuzzers (only the missing ones). Nothing is assumed
+# beyond Debian's base system, make and git. Runs apt-get as root, or through sudo.
+# Usage: scripts/setup.sh [--test | --demo | --bench | --fuzz]
 set -euo pipefail
-case "${1:-}" in "" | --test | --demo | --bench) ;; *)
-  echo "usage: scripts/setup.sh [--test | --demo | --bench]" >&2; exit 2 ;;
+case "${1:-}" in "" | --test | --demo | --bench | --fuzz) ;; *)
+  echo "usage: scripts/setup.sh [--test | --demo | --bench | --fuzz]" >&2; exit 2 ;;
 esac
 # The build (library, CLI, tests and micro-benchmarks) and its packaging:
 #   compiler and tools: build-essential (g++, make, dpkg-dev for cpack), cmake, ninja-build,
@@ -27,6 +27,9 @@ case "${1:-}" in
   # default BLAS is the slow reference one, which would make the comparison meaningless);
   # bench/pytorch/bench_torch.py --blas picks the build.
   --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread) ;;
+  # The libFuzzer harnesses (make fuzz, tests/fuzz): clang, its runtimes (libFuzzer, ASan,
+  # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
+  --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do
