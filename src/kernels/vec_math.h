@@ -147,15 +147,23 @@ inline void gelu_n(float* y, const float* x, int64_t n) {
 // the key is excluded; null: every key counts).
 // max_j scale * x[j] over the counted keys; -inf when there is none.
 inline float masked_scaled_max(const float* x, const float* mask, int64_t n, float scale) {
+  // Sixteen lane maxima that start at -inf, so that a row with every key masked gives exactly
+  // -inf. (An OpenMP max reduction may start its private copies at the lowest finite float
+  // instead, as clang's does, and a fully masked row would then give -FLT_MAX.) std::max keeps
+  // its first argument when the second is NaN, so NaN scores are skipped here, as before.
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float mx = kNegInf;
-  if (mask) {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, mask[j] != 0.f ? x[j] * scale : kNegInf);
-  } else {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j] * scale);
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  for (float& l : lane) l = kNegInf;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l)
+      lane[l] = std::max(lane[l], !mask || mask[j + l] != 0.f ? x[j + l] * scale : kNegInf);
   }
+  for (; j < n; ++j) lane[0] = std::max(lane[0], !mask || mask[j] != 0.f ? x[j] * scale : kNegInf);
+  float mx = kNegInf;
+  for (float l : lane) mx = std::max(mx, l);
   return mx;
 }
 // y[j] = scale * x[j] - shift for counted keys, -inf (which exp maps to exactly 0) for the
