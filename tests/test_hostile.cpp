@@ -184,6 +184,13 @@ TEST(HostileJson, DeepNestingIsRefusedWhereverJsonIsRead) {
   EXPECT_ERROR_MENTIONS(parse_json_bounded(nested(limits::kMaxJsonDepth + 1), "x"), "nested");
 }
 
+// Found by tests/fuzz/fuzz_config: a --set value that is not JSON is kept as text, and text
+// that is not valid UTF-8 made the JSON writer throw its own exception (a crash).
+TEST(HostileJson, SetOverridesThatAreNotUtf8AreRefused) {
+  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"k=\xef"}), "valid UTF-8");
+  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"\xff\xfe=1"}), "valid UTF-8");
+}
+
 TEST(HostileJson, ErrorMessagesQuoteABoundedExcerpt) {
   const std::string dir = temp_dir("excerpt");
   // A shape "dimension" that is a huge string: the message quotes a prefix, not all of it.

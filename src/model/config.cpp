@@ -283,8 +283,14 @@ Config Config::load_with_overrides(const std::string& path, const std::vector<st
     }
     j[key] = std::move(v);
   }
+  std::string text;
   try {
-    return from_json(j.dump());
+    text = j.dump();
+  } catch (const nlohmann::json::exception&) {  // a --set key or plain-text value
+    fail("--set: keys and values must be valid UTF-8 text");
+  }
+  try {
+    return from_json(text);
   } catch (const Error& e) {
     fail(path.empty() ? std::string("default config") : path,
          sets.empty() ? "" : " with --set overrides", ": ", e.what());
