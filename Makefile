@@ -5,7 +5,13 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build demo test install package clean
+SAN_BUILD ?= build-asan
+FUZZ_SHORT_SECONDS ?= 60
+FUZZ_SECONDS ?= 3600
+FUZZERS = safetensors config classify_data corpus model_folder
+
+.PHONY: all setup configure build demo test san-configure sanitize fuzz-build fuzz fuzz-short install package \
+	clean
 
 all: build
 
@@ -30,6 +36,31 @@ test:
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
+# The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, -O1 -g)
+# in $(SAN_BUILD), together with the libFuzzer harnesses of tests/fuzz (one instrumented build
+# serves both); the first error aborts its test. Suppressions (third-party frames only) are in
+# tests/sanitizers/.
+SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
+san-configure:
+	scripts/setup.sh --test --fuzz
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_FUZZ=ON \
+		-DLINFORMER_BENCH=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
+sanitize: san-configure
+	$(SAN_ENV) cmake --build $(SAN_BUILD) -j $(JOBS)
+	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 2
+
+# The libFuzzer harnesses in $(SAN_BUILD): fuzz-short runs each for FUZZ_SHORT_SECONDS (CI),
+# fuzz for FUZZ_SECONDS (long runs). The corpus they grow is kept in $(SAN_BUILD)/fuzz/corpus,
+# crashes go to $(SAN_BUILD)/fuzz/artifacts.
+fuzz-build: san-configure
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
+fuzz-short: fuzz-build
+	tests/fuzz/run.sh $(SAN_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZERS)
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(FUZZERS)
+
 # The program, library, headers and CMake package config under PREFIX.
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -39,4 +70,4 @@ package: build
 	cd $(BUILD) && cpack -G DEB
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that the build needs, and with a flag those of the tests,
-# the demo or the PyTorch comparison (only the missing ones). Nothing is assumed beyond
-# Debian's base system, make and git. Runs apt-get as root, or through sudo.
-# Usage: scripts/setup.sh [--test | --demo | --bench]
+# the demo, the PyTorch comparison or the fuzzers (only the missing ones). Nothing is assumed
+# beyond Debian's base system, make and git. Runs apt-get as root, or through sudo.
+# Usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz]
 set -euo pipefail
-case "${1:-}" in "" | --test | --demo | --bench) ;; *)
-  echo "usage: scripts/setup.sh [--test | --demo | --bench]" >&2; exit 2 ;;
-esac
+for a in "$@"; do
+  case "$a" in --test | --demo | --bench | --fuzz) ;; *)
+    echo "usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz]" >&2; exit 2 ;;
+  esac
+done
 # The build (library, CLI, tests and micro-benchmarks) and its packaging:
 #   compiler and tools: build-essential (g++, make, dpkg-dev for cpack), cmake, ninja-build,
 #     pkg-config (finds SentencePiece), file (cpack reads the binaries' dependencies)
@@ -18,7 +20,7 @@ esac
 pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
       libbenchmark-dev)
-case "${1:-}" in
+for a in "$@"; do case "$a" in
   # PyTorch for the reference checks of the tests (never used at run time).
   --test) pkgs+=(python3 python3-torch python3-numpy) ;;
   # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
@@ -27,7 +29,10 @@ case "${1:-}" in
   # default BLAS is the slow reference one, which would make the comparison meaningless);
   # bench/pytorch/bench_torch.py --blas picks the build.
   --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread) ;;
-esac
+  # The sanitizer build and its libFuzzer harnesses (make sanitize, make fuzz): clang, its runtimes (libFuzzer, ASan,
+  # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
+  --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+esac; done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

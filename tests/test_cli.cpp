@@ -491,7 +491,7 @@ TEST(Cli, ErrorsNameTheProblem) {
       {"max_len"}, "random batch too long");
   expect_fail(
       run_cli(dir, "forward --model " + m + " --random-batch 0 4 --out " + dir + "/o.safetensors"),
-      {"empty"}, "random batch B = 0");
+      {"--random-batch", "must be in [1, "}, "random batch B = 0");
   // An output path in a folder that does not exist.
   write_ids("ok.safetensors", {1, 4}, {0, 5, 6, 2});
   expect_fail(run_cli(dir, "forward --model " + m + " --input " + dir + "/ok.safetensors --out " +
@@ -509,6 +509,48 @@ TEST(Cli, ErrorsNameTheProblem) {
   expect_fail(run_cli(dir, "info --model " + m),
               {"expected [37, 32]", "does the model configuration (config.json) match"},
               "config.json mismatching the weights");
+}
+
+// Issue 16: numeric options out of range (NaN included) are refused with the allowed range,
+// and no command replaces a model folder or one of its own inputs unless told to.
+TEST(Cli, HostileOptionsAndOutputs) {
+  const std::string dir = test::temp_dir("hostile");
+  const std::string m = init_model(dir, test::tiny_config(), "m", 1);
+  test::write_text(dir + "/corpus.txt", "some text\n");
+  const std::string train =
+      "pretrain --train " + dir + "/corpus.txt --config " + dir + "/m.json --out " + dir + "/run ";
+  expect_fail(run_cli(dir, train + "--valid-fraction nan"),
+              {"--valid-fraction must be in [0, 1), got nan"}, "--valid-fraction nan");
+  expect_fail(run_cli(dir, train + "--mask-prob 2"), {"--mask-prob must be in (0, 1), got 2"},
+              "--mask-prob 2");
+  expect_fail(run_cli(dir, train + "--batch-size -4"), {"--batch-size must be in [1, "},
+              "--batch-size -4");
+  expect_fail(run_cli(dir, train + "--lr nan"), {"--lr must be positive and finite"}, "--lr nan");
+  EXPECT_FALSE(fs::exists(dir + "/run")) << "a refused run created its folder";
+  expect_fail(run_cli(dir, train + "--resume --overwrite"), {"--overwrite"},
+              "--resume with --overwrite");
+  test::write_text(dir + "/in.txt", "a text\n");
+  for (const char* opt : {"--batch-size nan", "--batch-size 0", "--chunk -1", "--max-len inf"})
+    expect_fail(run_cli(dir, "predict --model " + m + " --input " + dir + "/in.txt " + opt),
+                {"must be in ["}, opt);
+
+  // init refuses a folder that holds a model, unless --overwrite.
+  const std::string again = "init --config " + dir + "/m.json --seed 2 --out " + m;
+  expect_fail(run_cli(dir, again), {"already holds a model", "--overwrite"}, "init twice");
+  expect_ok(run_cli(dir, again + " --overwrite"), "init --overwrite");
+  // An output that is one of the inputs.
+  expect_fail(run_cli(dir, "init --config " + dir + "/m.json --from " + m +
+                               "/model.safetensors --overwrite --out " + m),
+              {"would overwrite the input", "--from"}, "init --out holding --from");
+  Inputs in = make_inputs(test::tiny_config());
+  write_inputs(in, dir + "/in.safetensors", false);
+  expect_fail(run_cli(dir, "forward --model " + m + " --input " + dir + "/in.safetensors --out " +
+                               dir + "/in.safetensors"),
+              {"would overwrite the input", "--input"}, "forward --out = --input");
+  expect_fail(run_cli(dir, "forward --model " + m + " --random-batch 2 4 --out " + m +
+                               "/model.safetensors"),
+              {"would overwrite the input", "--model"}, "forward --out in the model folder");
+  EXPECT_TRUE(fs::exists(dir + "/in.safetensors"));
 }
 
 }  // namespace

@@ -486,18 +486,58 @@ TEST(MlmTokenCache, CorruptCacheFilesAreRejected) {
   EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/wrong_magic.bin"), "not a token cache");
   write_text(d + "/short.bin", "LFTOK");
   EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/short.bin"), "not a token cache");
-  write_text(d + "/truncated.bin", std::string("LFTOKv01") + std::string(8, '\0') + "abcdef");
-  EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/truncated.bin"), "truncated");
+  write_text(d + "/truncated.bin", std::string("LFTOKv02") + std::string(8, '\0') + "abcdef");
+  EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/truncated.bin"), "cut short");
   EXPECT_FALSE(error_of([&] { TokenStream::open(d + "/absent.bin"); }).empty());
-  // A well-formed file opens with its ids.
-  std::string ok = std::string("LFTOKv01") + std::string(8, '\0');
+  // A well-formed file opens with its ids: header, ids, count, FNV-1a of the ids, end magic.
+  std::string ok = std::string("LFTOKv02") + std::string(8, '\0');
   const int32_t v[3] = {7, 2, 9};
   ok.append(reinterpret_cast<const char*>(v), sizeof v);
-  write_text(d + "/ok.bin", ok);
+  uint64_t trailer[2] = {3, 1469598103934665603ull};
+  for (int32_t x : v) trailer[1] = (trailer[1] ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+  ok.append(reinterpret_cast<const char*>(trailer), sizeof trailer);
+  write_text(d + "/ok.bin", ok + "LFTOKEND");
+  // The same file with one id changed, or one token fewer in the count, is refused.
+  std::string flipped = ok + "LFTOKEND";
+  flipped[16] = 8;
+  write_text(d + "/flipped.bin", flipped);
+  EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/flipped.bin"), "checksum");
+  std::string miscounted = ok + "LFTOKEND";
+  miscounted[16 + sizeof v] = 2;
+  write_text(d + "/miscounted.bin", miscounted);
+  EXPECT_ERROR_MENTIONS(TokenStream::open(d + "/miscounted.bin"), "trailer says 2 tokens");
   const TokenStream s = TokenStream::open(d + "/ok.bin");
   ASSERT_EQ(s.size(), 3);
   EXPECT_EQ(s.data()[0], 7);
   EXPECT_EQ(s.data()[2], 9);
+}
+
+// A cache cut short (a full disk, a killed copy) or changed in place no longer matches its
+// trailer: the next build says so and tokenises again, never training on a part of the corpus.
+TEST(MlmTokenCache, CacheCutShortOrChangedIsRebuilt) {
+  const std::string d = test::temp_dir("k");
+  Tokenizer tok(train_tokenizer(d, "unigram", 150));
+  const std::vector<std::string> files = {d + "/corpus.txt"};
+  const TokenStream s1 = TokenStream::build(files, tok, d + "/cache", false);
+  const std::vector<int32_t> want(s1.data(), s1.data() + s1.size());
+  const std::string path = s1.path();
+  ASSERT_GT(want.size(), 100u);
+  // Cut to a whole number of ids (what the old format accepted), then rebuilt.
+  fs::resize_file(path, 16 + 4 * 50);
+  const TokenStream s2 = TokenStream::build(files, tok, d + "/cache", false);
+  EXPECT_EQ(s2.path(), path);
+  ASSERT_EQ(s2.size(), static_cast<int64_t>(want.size()));
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), s2.data()));
+  // One id changed in place: the checksum no longer matches, so it is rebuilt as well.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(16 + 4 * 7);
+    const int32_t bogus = 3;
+    f.write(reinterpret_cast<const char*>(&bogus), 4);
+  }
+  const TokenStream s3 = TokenStream::build(files, tok, d + "/cache", false);
+  ASSERT_EQ(s3.size(), static_cast<int64_t>(want.size()));
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), s3.data()));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,16 +1,41 @@
 #include "cli_util.h"
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "linformer/error.h"
 
 namespace lf::cli {
 
-void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume) {
-  cmd->add_option("--out", *out, "Run folder")->required()->group("Run");
-  cmd->add_flag("--resume", *resume,
-                "Continue the run in --out from its latest checkpoint (all other options come "
-                "from its train_args.json)")
+CLI::Validator in_range(double lo, double hi) {
+  auto fmt = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.10g", v);
+    return std::string(b);
+  };
+  const std::string range = "[" + fmt(lo) + ", " + fmt(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !(v >= lo && v <= hi))
+          return "must be in " + range + ", got " + text;
+        return "";
+      },
+      "in " + range);
+}
+
+void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume, bool* overwrite) {
+  cmd->add_option("--out", *out, "Run folder (locked while in use)")->required()->group("Run");
+  auto* r = cmd->add_flag("--resume", *resume,
+                          "Continue the run in --out from its latest checkpoint (all other "
+                          "options come from its train_args.json)")
+                ->group("Run");
+  cmd->add_flag("--overwrite", *overwrite,
+                "Replace a run already in --out (its checkpoints, models and metrics are "
+                "deleted); without it such a folder is refused")
+      ->excludes(r)
       ->group("Run");
 }
 

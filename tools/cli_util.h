@@ -15,8 +15,17 @@
 
 namespace lf::cli {
 
-// --out (required) and --resume, in group Run.
-void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume);
+// A check that an option is a number in [lo, hi]: "must be in [lo, hi], got X". Unlike
+// CLI::Range it refuses NaN (every comparison with NaN is false, so a check written as
+// "v < lo || v > hi" lets it through). The training options are also checked by
+// PretrainOptions / FinetuneOptions::validate() in the library.
+CLI::Validator in_range(double lo, double hi);
+// The upper bound of batch sizes, chunks and lengths on the command line (as the library's).
+constexpr double kMaxCount = 1 << 20;
+constexpr double kMaxLen = 1 << 20;
+
+// --out (required), --resume and --overwrite, in group Run.
+void add_run_folder_options(CLI::App* cmd, std::string* out, bool* resume, bool* overwrite);
 // --batch-size (batch_help says what a micro-batch holds) and --grad-accum, in group Optimiser.
 void add_batch_options(CLI::App* cmd, int64_t* batch_size, const char* batch_help,
                        int64_t* grad_accum);

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "linformer/classifier.h"
 #include "linformer/classify_data.h"
+#include "linformer/file_util.h"
 #include "linformer/safetensors.h"
 
 namespace lf::cli {
@@ -56,13 +57,21 @@ void add_embed(CLI::App& app) {
   cmd->add_option("--bad-rows", o->bad_rows, "stop at the first bad row, or skip it")
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
-  cmd->add_option("--max-len", o->max_len, "Tokens per text (default: the model's max_len or "
-                                           "its finetuning length)");
-  cmd->add_option("--batch-size", o->batch_size, "Texts per batch")->capture_default_str();
+  cmd->add_option("--max-len", o->max_len,
+                  "Tokens per text (default: the model's max_len or "
+                  "its finetuning length)")
+      ->check(cli::in_range(0, cli::kMaxLen));
+  cmd->add_option("--batch-size", o->batch_size, "Texts per batch")
+      ->capture_default_str()
+      ->check(cli::in_range(1, cli::kMaxCount));
   cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::in_range(1, cli::kMaxCount));
   cmd->callback([o] {
+    if (o->out != "-")
+      check_not_an_input(o->out, "embed: --out",
+                         {{"--input", o->input == "-" ? "" : o->input}, {"--model", o->model}});
     ClassifierBundle cb = load_classifier(o->model, false);
     cb.model->set_compute_type(cli::compute_type_of(o->bf16));
     const int64_t max_len = checked_max_len(o->max_len, cb);

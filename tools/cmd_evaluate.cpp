@@ -41,13 +41,19 @@ void add_evaluate(CLI::App& app) {
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
   cmd->add_option("--max-len", o->max_len,
-                  "Tokens per example (default: the length the model was finetuned with)");
-  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->capture_default_str();
+                  "Tokens per example (default: the length the model was finetuned with)")
+      ->check(cli::in_range(0, cli::kMaxLen));
+  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")
+      ->capture_default_str()
+      ->check(cli::in_range(1, cli::kMaxCount));
   cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--max-examples", o->max_examples, "Evenly spread subset (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::in_range(0, 1e15));
   cmd->add_flag("--quiet", o->quiet, "No summary on stderr");
   cmd->callback([o] {
+    check_not_an_input(o->json_out, "evaluate: --json",
+                       {{"--data", o->data}, {"--model", o->model}});
     Stopwatch clock;
     ClassifierBundle cb = load_classifier(o->model, true);
     cb.model->set_compute_type(cli::compute_type_of(o->bf16));

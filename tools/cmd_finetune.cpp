@@ -23,7 +23,8 @@ void add_finetune(CLI::App& app) {
       "count), or from scratch (--config and --set; --tokenizer, or a tokenizer is trained on\n"
       "the training texts). Inputs are `<s> A </s>`, pairs `<s> A </s></s> B </s>`.\n"
       "Examples:\n"
-      "  linformer finetune --init-from runs/pre/model --train sst2/train.tsv --dev sst2/dev.tsv \\\n"
+      "  linformer finetune --init-from runs/pre/model --train sst2/train.tsv --dev sst2/dev.tsv "
+      "\\\n"
       "      --max-len 128 --epochs 3 --out runs/sst2\n"
       "  linformer finetune --config configs/small-linformer.json --set max_len=4096 \\\n"
       "      --train imdb/train.tsv --dev imdb/val.tsv --truncate head+tail --out runs/imdb\n"
@@ -96,7 +97,7 @@ void add_finetune(CLI::App& app) {
       ->check(CLI::IsMember({"unigram", "bpe"}))
       ->capture_default_str()
       ->group("Model");
-  add_run_folder_options(cmd, &o->out, resume.get());
+  add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);
   cmd->add_option("--epochs", o->epochs, "Passes over the training data")
       ->capture_default_str()
       ->group("Optimiser");
@@ -104,12 +105,16 @@ void add_finetune(CLI::App& app) {
   cmd->add_option("--eval-batch-size", o->eval_batch_size, "Examples per inference batch")
       ->capture_default_str()
       ->group("Optimiser");
-  cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
-  cmd->add_option("--warmup-ratio", o->warmup_ratio, "Share of the steps for linear warm-up, "
-                                                     "then linear decay to 0")
+  cmd->add_option("--lr", o->optim.lr, "Peak learning rate")
       ->capture_default_str()
       ->group("Optimiser");
-  cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Warm-up steps (overrides --warmup-ratio)")
+  cmd->add_option("--warmup-ratio", o->warmup_ratio,
+                  "Share of the steps for linear warm-up, "
+                  "then linear decay to 0")
+      ->capture_default_str()
+      ->group("Optimiser");
+  cmd->add_option("--warmup-steps", o->optim.warmup_steps,
+                  "Warm-up steps (overrides --warmup-ratio)")
       ->group("Optimiser");
   add_adamw_options(cmd, &o->optim);
   add_progress_options(cmd, &o->seed, "Seed: initial weights, data order, dropout", &o->log_every,

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
 #include "linformer/rng.h"
 #include "linformer/safetensors.h"
@@ -41,7 +42,8 @@ void add_forward(CLI::App& app) {
           ->check(CLI::ExistingFile);
   auto* random = cmd->add_option("--random-batch", o->random_batch,
                                  "Instead of --input: B N random token ids (smoke tests, timing)")
-                     ->expected(2);
+                     ->expected(2)
+                     ->check(cli::in_range(1, cli::kMaxCount));
   input->excludes(random);
   cmd->add_option("--seed", o->seed, "Seed of --random-batch ids")->capture_default_str();
   cmd->add_option("--out", o->out, "Output safetensors file (replaced atomically)")->required();
@@ -51,6 +53,7 @@ void add_forward(CLI::App& app) {
   cmd->callback([o] {
     LF_CHECK(!o->input.empty() || !o->random_batch.empty(),
              "forward: give --input FILE or --random-batch B N");
+    check_not_an_input(o->out, "forward: --out", {{"--input", o->input}, {"--model", o->model}});
     LoadOptions lo;
     lo.init_missing = true;  // then refused below if an output needs what the file lacks
     LoadReport rep;

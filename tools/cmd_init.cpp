@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -7,6 +8,7 @@
 #include "commands.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
 
 namespace lf::cli {
@@ -35,6 +37,7 @@ void add_init(CLI::App& app) {
     std::string config, out, from;
     std::vector<std::string> sets;
     uint64_t seed = 0;
+    bool overwrite = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config,
@@ -49,10 +52,20 @@ void add_init(CLI::App& app) {
                   "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights")->capture_default_str();
-  cmd->add_option("--out", o->out, "Output folder (created if needed; existing files replaced)")
-      ->required();
+  cmd->add_option("--out", o->out, "Output folder (created if needed)")->required();
+  cmd->add_flag("--overwrite", o->overwrite, "Replace a model already in --out (else refused)");
   cmd->callback([o] {
     const Config cfg = Config::load_with_overrides(o->config, o->sets);
+    const std::vector<std::pair<std::string, std::string>> inputs = {{"--config", o->config},
+                                                                     {"--from", o->from}};
+    for (const char* f : {"model.safetensors", "config.json"}) {
+      const std::string path = (std::filesystem::path(o->out) / f).string();
+      check_not_an_input(path, "init: --out", inputs);
+      LF_CHECK(o->overwrite || !std::filesystem::exists(path), "init: ", o->out,
+               " already holds a model (", f,
+               "); give --overwrite to replace it, or choose "
+               "another --out");
+    }
     Model model(cfg);
     model.init(o->seed);
     LoadReport rep;

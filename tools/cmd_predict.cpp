@@ -8,14 +8,15 @@
 #include "commands.h"
 #include "linformer/classifier.h"
 #include "linformer/classify_data.h"
+#include "linformer/file_util.h"
 
 namespace lf::cli {
 
 void add_predict(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "predict",
-      "Classify texts with a finetuned model: one JSON line per input,\n"
-      "  {\"label\": NAME, \"probs\": {NAME: p, ...}}  (plus \"id\" when a TSV has an id/index column).");
+  auto* cmd = app.add_subcommand("predict",
+                                 "Classify texts with a finetuned model: one JSON line per input,\n"
+                                 "  {\"label\": NAME, \"probs\": {NAME: p, ...}}  (plus \"id\" "
+                                 "when a TSV has an id/index column).");
   cmd->footer(
       "Input (--input FILE, or - for stdin): a TSV whose header names the text column(s) (e.g.\n"
       "a GLUE test file `index<TAB>sentence`; other columns are ignored), or one text per line\n"
@@ -39,12 +40,19 @@ void add_predict(CLI::App& app) {
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
   cmd->add_option("--max-len", o->max_len,
-                  "Tokens per example (default: the length the model was finetuned with)");
-  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->capture_default_str();
+                  "Tokens per example (default: the length the model was finetuned with)")
+      ->check(cli::in_range(0, cli::kMaxLen));
+  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")
+      ->capture_default_str()
+      ->check(cli::in_range(1, cli::kMaxCount));
   cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::in_range(1, cli::kMaxCount));
   cmd->callback([o] {
+    if (o->output != "-")
+      check_not_an_input(o->output, "predict: --output",
+                         {{"--input", o->input == "-" ? "" : o->input}, {"--model", o->model}});
     ClassifierBundle cb = load_classifier(o->model, true);
     cb.model->set_compute_type(cli::compute_type_of(o->bf16));
     const int64_t max_len = checked_max_len(o->max_len, cb);

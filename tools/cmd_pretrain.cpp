@@ -44,7 +44,7 @@ void add_pretrain(CLI::App& app) {
                   "projection_init=mean_pool; with --init-from only keys that keep the tensor "
                   "shapes")
       ->group("Model");
-  add_run_folder_options(cmd, &o->out, resume.get());
+  add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);
   cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
   add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch", &o->grad_accum);
   cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");

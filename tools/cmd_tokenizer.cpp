@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "linformer/file_util.h"
 #include "linformer/tokenizer.h"
 
 namespace lf::cli {
@@ -33,6 +34,8 @@ void add_tokenizer(CLI::App& app) {
         ->capture_default_str();
     t->add_option("--seed", o->o.seed, "Random seed")->capture_default_str();
     t->callback([o] {
+      for (const std::string& in : o->input)
+        check_not_an_input(o->out, "tokenizer train: --out", {{"--input", in}});
       Tokenizer::train(o->input, o->out, o->o);
       Tokenizer tok(o->out);
       std::printf("tokenizer with %lld pieces written to %s\n",

@@ -56,8 +56,12 @@ struct Config {
   int64_t k_of(int64_t layer) const { return k.size() == 1 ? k[0] : k.at(layer); }
   bool is_linformer() const { return attention == AttentionKind::linformer; }
 
-  // Throws lf::Error naming the first inconsistent field.
+  // Throws lf::Error naming the first inconsistent field, or a size above its documented
+  // maximum (docs/config.md, Limits).
   void validate() const;
+  // Number of parameters (floats) of the model, from the parameter table; call on a config
+  // whose sizes are within the limits (validate() does).
+  int64_t num_parameters() const;
 
   std::string to_json() const;                      // pretty-printed JSON text
   static Config from_json(const std::string& text);  // unknown keys are an error

@@ -5,6 +5,8 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lf {
 
@@ -21,6 +23,14 @@ void write_file_atomic(const std::string& path, const std::string& content);
 
 // Reads a whole file. Throws lf::Error "cannot open <path>: <reason>" (or "cannot read ...").
 std::string read_file(const std::string& path);
+
+// Refuses (lf::Error) to write `written` - a file or folder a command creates or replaces -
+// when it is one of `inputs` (option name, path), a folder that contains one, or lies inside
+// an input folder, following symbolic and hard links:
+// "<what> <written> would overwrite the input <path> (<option>)".
+// Empty and missing input paths, and an empty or "-" (stdout) `written`, are ignored.
+void check_not_an_input(const std::string& written, const std::string& what,
+                        const std::vector<std::pair<std::string, std::string>>& inputs);
 
 // A read-only view of a whole file: memory-mapped when possible, otherwise read into memory.
 // Move-only. The file should not be truncated while mapped (writers here replace files by

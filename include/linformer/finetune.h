@@ -44,7 +44,11 @@ struct FinetuneOptions {
   int64_t stop_after = 0;        // stop after this many steps of this session, with a
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;
+  bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
 
+  // Throws lf::Error naming the first option out of its range (with the range), before
+  // anything is read or written; pretrain()/finetune() call it.
+  void validate() const;
   nlohmann::json to_json() const;
   static FinetuneOptions from_json(const nlohmann::json& j);
 };

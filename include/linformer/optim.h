@@ -16,6 +16,9 @@ struct OptimOptions {
   float projection_lr_scale = 1.0f;
   int64_t warmup_steps = 0;    // linear warm-up from 0 to lr
   int64_t total_steps = 1;     // then linear decay to 0 at total_steps
+
+  // Throws lf::Error naming the option (--lr, --beta1, ...) and its allowed range.
+  void validate() const;
 };
 
 // The options as train_args.json keys (lr, beta1, beta2, eps, weight_decay, clip_norm,

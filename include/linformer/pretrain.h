@@ -35,7 +35,11 @@ struct PretrainOptions {
   double time_limit = 0;  // seconds; 0 = none. Stops with a checkpoint.
   bool bf16 = false;      // bf16 matrix products, f32 master weights
   bool quiet = false;
+  bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
 
+  // Throws lf::Error naming the first option out of its range (with the range), before
+  // anything is read or written; pretrain()/finetune() call it.
+  void validate() const;
   nlohmann::json to_json() const;
   static PretrainOptions from_json(const nlohmann::json& j);
 };

@@ -8,7 +8,9 @@
 #include <memory>
 #include <new>
 #include <vector>
+#include <string>
 
+#include "core/limits.h"
 #include "linformer/error.h"
 
 namespace lf {
@@ -30,6 +32,9 @@ class Buffer {
     ptr_.reset();
     size_ = 0;
     if (count == 0) return;
+    // Refused up front (overflow-safe) rather than wrapping or failing deep in the allocator.
+    require_memory(static_cast<double>(count) * sizeof(T),
+                   "a buffer of " + std::to_string(count) + " elements");
     size_t bytes = (count * sizeof(T) + kAlign - 1) / kAlign * kAlign;
     void* p = std::aligned_alloc(kAlign, bytes);
     if (!p) throw std::bad_alloc();

@@ -20,7 +20,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'v', '0', '1'};
+// "LFTOKv02" + 8 reserved bytes, the int32 ids, then a trailer: count (u64), checksum of the
+// ids (u64) and "LFTOKEND". A file cut short lacks the trailer; one changed in place fails
+// the count or the checksum; either is rebuilt (TokenStream::build).
+constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'v', '0', '2'};
+constexpr char kEndMagic[8] = {'L', 'F', 'T', 'O', 'K', 'E', 'N', 'D'};
+constexpr size_t kHeaderBytes = 16, kTrailerBytes = 24;
+constexpr uint64_t kChecksumSeed = 1469598103934665603ull;
+
+// FNV-1a over 32-bit words (ids), folded in order.
+uint64_t checksum(uint64_t h, const int32_t* ids, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(ids[i])) * 1099511628211ull;
+  return h;
+}
 
 uint64_t fnv(uint64_t h, const void* p, size_t n) {
   const auto* b = static_cast<const unsigned char*>(p);
@@ -35,12 +47,20 @@ TokenStream TokenStream::open(const std::string& path) {
   s.file_ = std::make_shared<MappedFile>(path);
   s.path_ = path;
   const size_t bytes = s.file_->size();
-  LF_CHECK(bytes >= 16 && std::memcmp(s.file_->data(), kMagic, 8) == 0, path,
-           ": not a token cache file");
-  LF_CHECK((bytes - 16) % 4 == 0, path, ": token cache is truncated or corrupt");
-  const int64_t count = static_cast<int64_t>((bytes - 16) / 4);
-  s.data_ = reinterpret_cast<const int32_t*>(s.file_->data() + 16);
-  s.size_ = count;
+  const unsigned char* b = s.file_->data();
+  LF_CHECK(bytes >= kHeaderBytes + kTrailerBytes && std::memcmp(b, kMagic, 8) == 0 &&
+               std::memcmp(b + bytes - 8, kEndMagic, 8) == 0,
+           path, ": not a token cache file, or one cut short");
+  const size_t body = bytes - kHeaderBytes - kTrailerBytes;
+  uint64_t count = 0, sum = 0;
+  std::memcpy(&count, b + bytes - kTrailerBytes, 8);
+  std::memcpy(&sum, b + bytes - kTrailerBytes + 8, 8);
+  LF_CHECK(body % 4 == 0 && count == body / 4, path, ": token cache holds ", body,
+           " bytes of ids but its trailer says ", count, " tokens (corrupt)");
+  s.data_ = reinterpret_cast<const int32_t*>(b + kHeaderBytes);
+  s.size_ = static_cast<int64_t>(count);
+  LF_CHECK(checksum(kChecksumSeed, s.data_, s.size_) == sum, path,
+           ": token cache checksum does not match its content (corrupt)");
   return s;
 }
 
@@ -74,12 +94,18 @@ TokenStream TokenStream::build(const std::vector<std::string>& files, const Toke
   LF_CHECK(!ec, "cannot create cache folder ", cache_dir, ": ", ec.message());
   const std::string path = (fs::path(cache_dir) / name).string();
   if (fs::exists(path)) {
-    if (verbose) std::fprintf(stderr, "data: using cached tokens %s\n", path.c_str());
-    return open(path);
+    try {
+      TokenStream cached = open(path);
+      if (verbose) std::fprintf(stderr, "data: using cached tokens %s\n", path.c_str());
+      return cached;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "data: %s; rebuilding it\n", e.what());
+    }
   }
   if (verbose) std::fprintf(stderr, "data: tokenising %zu file(s) into %s\n", files.size(),
                             path.c_str());
   int64_t count = 0, docs = 0;
+  uint64_t sum = kChecksumSeed;
   write_file_atomic(path, [&](std::ostream& os) {
     os.write(kMagic, 8);
     const int64_t reserved = 0;
@@ -88,12 +114,16 @@ TokenStream TokenStream::build(const std::vector<std::string>& files, const Toke
       std::vector<int32_t> ids = tok.encode(line);
       ids.push_back(Tokenizer::kSep);
       os.write(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+      sum = checksum(sum, ids.data(), static_cast<int64_t>(ids.size()));
       count += static_cast<int64_t>(ids.size());
       if (verbose && ++docs % 100000 == 0)
         std::fprintf(stderr, "data: %lld documents, %lld tokens\n", static_cast<long long>(docs),
                      static_cast<long long>(count));
       return true;
     });
+    const uint64_t trailer[2] = {static_cast<uint64_t>(count), sum};
+    os.write(reinterpret_cast<const char*>(trailer), sizeof trailer);
+    os.write(kEndMagic, 8);
   });
   LF_CHECK(count > 0, "the corpus holds no text (", files.size(), " file(s), all empty)");
   return open(path);

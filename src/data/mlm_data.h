@@ -13,7 +13,8 @@ namespace lf {
 class Tokenizer;
 
 // A tokenised corpus: documents (non-empty lines) as token ids, each followed by </s>.
-// Stored on disk as "LFTOKv01" + 8 reserved bytes + int32 ids, and memory-mapped.
+// Stored on disk as "LFTOKv02" + 8 reserved bytes + int32 ids + a trailer (count, checksum,
+// "LFTOKEND"), and memory-mapped; a cache that does not match its trailer is rebuilt.
 class TokenStream {
  public:
   // Tokenises `files` into `cache_dir` unless a cache for the same files (path, size, mtime)

@@ -1,5 +1,6 @@
 #include "linformer/checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -17,6 +18,29 @@ bool may_init(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   return has("key_proj") || has("value_proj") || has("kv_proj") || name.rfind("lm_head.", 0) == 0 ||
          name.rfind("classifier.", 0) == 0;
+}
+
+// Index of the first NaN or infinity in a floating tensor, read from its raw bits (no
+// conversion, so a failed load leaves the model unchanged), or -1 when all are finite.
+int64_t first_non_finite(const SafeTensorsReader& r, const TensorInfo& t) {
+  // An IEEE value is NaN or infinite exactly when its exponent bits are all ones.
+  size_t width = 0;
+  uint64_t exponent = 0;
+  switch (t.dtype) {
+    case DType::F64: width = 8, exponent = 0x7ff0000000000000ull; break;
+    case DType::F32: width = 4, exponent = 0x7f800000u; break;
+    case DType::F16: width = 2, exponent = 0x7c00u; break;
+    case DType::BF16: width = 2, exponent = 0x7f80u; break;
+    default: return -1;
+  }
+  const unsigned char* p = r.raw_data(t.name);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bits = 0;  // little-endian host (safetensors.cpp checks)
+    std::memcpy(&bits, p + static_cast<size_t>(i) * width, width);
+    if ((bits & exponent) == exponent) return i;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -76,6 +100,11 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
              " (does the model configuration (config.json) match this checkpoint?)");
     LF_CHECK(dtype_is_float(t.dtype), path, ": tensor '", fname, "' has dtype ",
              dtype_name(t.dtype), "; parameters must be F32, F16, BF16 or F64");
+    const int64_t bad = first_non_finite(r, t);
+    LF_CHECK(bad < 0, path, ": tensor '", fname,
+             "' holds a non-finite value (NaN or infinity) at "
+             "element ",
+             bad, "; the file is corrupt or the training that wrote it diverged");
     used.insert(fname);
   }
   if (!missing.empty()) {

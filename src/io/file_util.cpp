@@ -246,4 +246,25 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void check_not_an_input(const std::string& written, const std::string& what,
+                        const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  if (written.empty() || written == "-") return;  // stdout
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(written, ec), ec);
+  for (const auto& [option, path] : inputs) {
+    if (path.empty() || !fs::exists(path, ec)) continue;
+    const fs::path in = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    bool same = fs::exists(written, ec) && fs::equivalent(written, path, ec);
+    // One lies inside the other (or they are the same): writing `out` replaces the input, or
+    // writes into an input folder (a model, a corpus listed recursively).
+    auto o = out.begin(), i = in.begin();
+    for (; o != out.end() && i != in.end() && *o == *i; ++o, ++i) {
+    }
+    same = same || o == out.end() || i == in.end();
+    LF_CHECK(!same, what, " ", written, " would overwrite the input ", path, " (", option,
+             "); choose another output");
+  }
+}
+
 }  // namespace lf

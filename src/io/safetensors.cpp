@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/limits.h"
+#include "io/json_read.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -127,9 +129,12 @@ float bf16_to_f32(uint16_t b) {
 }
 
 int64_t TensorInfo::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // The reader has checked that the count fits in int64; a zero dimension makes it 0 however
+  // large the others are (and must be seen before any product could overflow).
+  uint64_t n = 0;
+  LF_CHECK(checked_numel(shape, &n), "tensor '", name, "': shape ", shape_to_string(shape),
+           " has no valid element count");
+  return static_cast<int64_t>(n);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -180,12 +185,7 @@ void SafeTensorsReader::parse_header(const char* hbegin, const char* hend) {
     return true;
   };
 
-  json header;
-  try {
-    header = json::parse(hbegin, hend, cb, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    fail(p, ": header is not valid JSON: ", e.what());
-  }
+  const json header = parse_json_bounded(hbegin, hend, p + ": header", cb);
   LF_CHECK(header.is_object(), p, ": header is not a JSON object (got ", header.type_name(), ")");
   LF_CHECK(duplicate.empty(), p, ": header has a duplicate key '", duplicate, "'");
 
@@ -224,8 +224,11 @@ void SafeTensorsReader::parse_header(const char* hbegin, const char* hend) {
     auto sh = v.find("shape");
     LF_CHECK(sh != v.end(), where, ": missing 'shape'");
     LF_CHECK(sh->is_array(), where, ": 'shape' must be an array (got ", sh->type_name(), ")");
+    LF_CHECK(sh->size() <= static_cast<size_t>(limits::kMaxTensorRank), where, ": shape has ",
+             sh->size(), " dimensions (limit ", limits::kMaxTensorRank, ")");
     for (const json& d : *sh) {
-      LF_CHECK(d.is_number_integer(), where, ": shape dimension ", d.dump(), " is not an integer");
+      LF_CHECK(d.is_number_integer(), where, ": shape dimension ", json_excerpt(d),
+               " is not an integer");
       if (d.is_number_unsigned()) {
         uint64_t u = d.get<uint64_t>();
         LF_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), where,
@@ -233,7 +236,7 @@ void SafeTensorsReader::parse_header(const char* hbegin, const char* hend) {
         info.shape.push_back(static_cast<int64_t>(u));
       } else {
         int64_t s = d.get<int64_t>();
-        LF_CHECK(s >= 0, where, ": negative dimension ", s, " in shape ", sh->dump());
+        LF_CHECK(s >= 0, where, ": negative dimension ", s, " in shape ", json_excerpt(*sh));
         info.shape.push_back(s);
       }
     }
@@ -243,7 +246,7 @@ void SafeTensorsReader::parse_header(const char* hbegin, const char* hend) {
     LF_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
                  (*off)[1].is_number_unsigned(),
              where, ": data_offsets must be two non-negative integers [begin, end] (got ",
-             off->dump(), ")");
+             json_excerpt(*off), ")");
     info.begin = (*off)[0].get<uint64_t>();
     info.end = (*off)[1].get<uint64_t>();
     LF_CHECK(info.begin <= info.end, where, ": data_offsets begin ", info.begin, " > end ",

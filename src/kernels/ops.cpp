@@ -139,8 +139,10 @@ namespace {
 // One row of softmax_forward: y = softmax(scale * x) over unmasked keys, masked keys 0.
 void softmax_row(float* y, const float* x, int64_t cols, float scale, const float* key_mask) {
   const float mx = vm::masked_scaled_max(x, key_mask, cols, scale);
-  if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked
-    std::fill(y, y + cols, 0.f);
+  if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked, or every visible
+                                                        // score NaN (which stays NaN)
+    for (int64_t j = 0; j < cols; ++j)
+      y[j] = (!key_mask || key_mask[j] != 0.f) && std::isnan(x[j]) ? x[j] : 0.f;
     return;
   }
   // y = scale * x - mx (masked: -inf, which exp maps to exactly 0), then exp in place.

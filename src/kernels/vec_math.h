@@ -6,7 +6,9 @@
 // (least squares towards minimax on z in [0, 6]; fit error < 1e-9 in the exponent), so
 // GELU is accurate to ~1e-7 relative in the range that matters.
 // AVX-512 versions are used when the compiler targets it (-march=native on this machine);
-// scalar versions are the fallback and the specification.
+// scalar versions are the fallback and the specification. Non-finite inputs follow std::exp
+// and the erfc form of GELU: NaN gives NaN, exp(+inf) = +inf, exp(-inf) = 0, GELU(+inf) = +inf,
+// GELU(-inf) = NaN (-inf * 0), so a NaN anywhere upstream is never turned into a number.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -26,9 +28,9 @@
 namespace lf::vm {
 
 constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;       // exactly representable high part of ln 2
-constexpr float kLn2Lo = -2.12194440e-4f;    // ln 2 - kLn2Hi
-constexpr float kExpMax = 88.3762626647949f;
+constexpr float kLn2Hi = 0.693359375f;         // exactly representable high part of ln 2
+constexpr float kLn2Lo = -2.12194440e-4f;      // ln 2 - kLn2Hi
+constexpr float kExpMax = 88.72283935546875f;  // above: +inf (ln FLT_MAX, rounded up)
 constexpr float kExpMin = -87.3365478515625f;  // below: result flushed to 0
 // Taylor coefficients 1/k!, k = 7 .. 0.
 constexpr float kE7 = 1.f / 5040.f, kE6 = 1.f / 720.f, kE5 = 1.f / 120.f, kE4 = 1.f / 24.f,
@@ -41,8 +43,9 @@ constexpr float kErfcP[11] = {-1.265643930e+00f, 1.003207701e+00f, 3.404699268e-
                               1.161873965e+00f,  -1.727195901e-01f};
 
 inline float exp_scalar(float x) {
-  if (!(x >= kExpMin)) return 0.f;  // also -inf and NaN-safe for masked entries
-  if (x > kExpMax) x = kExpMax;
+  if (std::isnan(x)) return x;        // NaN propagates (never hidden as 0)
+  if (x < kExpMin) return 0.f;        // also -inf (masked entries)
+  if (x > kExpMax) return HUGE_VALF;  // overflows to +inf, as std::exp
   const float n = std::nearbyint(x * kLog2e);
   const float r = std::fma(n, -kLn2Lo, std::fma(n, -kLn2Hi, x));
   float p = kE7;
@@ -71,8 +74,11 @@ inline float gelu_scalar(float x) { return x * phi_scalar(x); }
 
 #if defined(__AVX512F__)
 inline __m512 exp16(__m512 x) {
-  // Lanes below kExpMin (including -inf) give 0.
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_NGE_UQ);
+  // Lanes below kExpMin (including -inf) give 0, above kExpMax +inf, NaN lanes stay NaN.
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
+  const __mmask16 huge = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMax), _CMP_GT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 x_in = x;
   x = _mm512_min_ps(x, _mm512_set1_ps(kExpMax));
   x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
@@ -87,8 +93,10 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE2));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  const __m512 res = _mm512_scalef_ps(p, n);  // p * 2^n
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), res);
+  __m512 res = _mm512_scalef_ps(p, n);  // p * 2^n
+  res = _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), res);
+  res = _mm512_mask_mov_ps(res, huge, _mm512_set1_ps(HUGE_VALF));
+  return _mm512_mask_mov_ps(res, nan, x_in);
 }
 
 inline __m512 gelu16(__m512 x) {
@@ -139,15 +147,23 @@ inline void gelu_n(float* y, const float* x, int64_t n) {
 // the key is excluded; null: every key counts).
 // max_j scale * x[j] over the counted keys; -inf when there is none.
 inline float masked_scaled_max(const float* x, const float* mask, int64_t n, float scale) {
+  // Sixteen lane maxima that start at -inf, so that a row with every key masked gives exactly
+  // -inf. (An OpenMP max reduction may start its private copies at the lowest finite float
+  // instead, as clang's does, and a fully masked row would then give -FLT_MAX.) std::max keeps
+  // its first argument when the second is NaN, so NaN scores are skipped here, as before.
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float mx = kNegInf;
-  if (mask) {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, mask[j] != 0.f ? x[j] * scale : kNegInf);
-  } else {
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j] * scale);
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  for (float& l : lane) l = kNegInf;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l)
+      lane[l] = std::max(lane[l], !mask || mask[j + l] != 0.f ? x[j + l] * scale : kNegInf);
   }
+  for (; j < n; ++j) lane[0] = std::max(lane[0], !mask || mask[j] != 0.f ? x[j] * scale : kNegInf);
+  float mx = kNegInf;
+  for (float l : lane) mx = std::max(mx, l);
   return mx;
 }
 // y[j] = scale * x[j] - shift for counted keys, -inf (which exp maps to exactly 0) for the

@@ -170,6 +170,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         const int64_t lim = d.causal ? std::max<int64_t>(0, std::min(cols, i0 + r + 1 - j0)) : cols;
         const float bm = vm::masked_scaled_max(s, mj, lim, scale);
         if (bm == kNegInf) {  // nothing visible in this block: zero weights, state unchanged
+          for (int64_t j = 0; j < lim; ++j)  // (but a NaN score poisons the row, as it should)
+            if ((!mj || mj[j] != 0.f) && std::isnan(s[j])) l[r] = s[j];
           std::fill(s, s + cols, 0.f);
           continue;
         }
@@ -196,7 +198,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* o = O + r * D;
-      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+      const float inv = l[r] > 0.f ? 1.f / l[r] : std::isnan(l[r]) ? l[r] : 0.f;  // NaN stays
 #pragma omp simd
       for (int64_t c = 0; c < Dh; ++c) o[c] *= inv;
     }
@@ -332,7 +334,7 @@ void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mas
         if (mask && mask[b * N + t] == 0.f) continue;
         const float* xr = x + (b * N + t) * C;
         for (int64_t c = 0; c < C; ++c)
-          if (a[c] < 0 || xr[c] > o[c]) {
+          if (a[c] < 0 || xr[c] > o[c] || std::isnan(xr[c])) {  // NaN wins (propagates)
             o[c] = xr[c];
             a[c] = static_cast<int32_t>(t);
           }

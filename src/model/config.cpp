@@ -3,9 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/limits.h"
+#include "io/json_read.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -67,37 +70,53 @@ double short_float(float v) {
 }  // namespace
 
 void Config::validate() const {
-  LF_CHECK(vocab_size > 0, "config: vocab_size must be positive, got ", vocab_size);
-  LF_CHECK(max_len > 0, "config: max_len must be positive, got ", max_len);
-  LF_CHECK(d_model > 0 && n_heads > 0, "config: d_model and n_heads must be positive");
+  // Every size against its documented maximum (docs/config.md, Limits) before any arithmetic
+  // on it: the element counts below then cannot wrap.
+  auto in_range = [](const char* key, int64_t v, int64_t lo, int64_t hi) {
+    LF_CHECK(v >= lo && v <= hi, "config: ", key, " must be in [", lo, ", ", hi, "], got ", v);
+  };
+  in_range("vocab_size", vocab_size, 1, limits::kMaxVocab);
+  in_range("max_len", max_len, 1, limits::kMaxLen);
+  in_range("d_model", d_model, 1, limits::kMaxDModel);
+  in_range("n_heads", n_heads, 1, limits::kMaxHeads);
   LF_CHECK(d_model % n_heads == 0, "config: d_model (", d_model, ") must be divisible by n_heads (",
            n_heads, ")");
-  LF_CHECK(d_ff > 0, "config: d_ff must be positive, got ", d_ff);
-  LF_CHECK(n_layers > 0, "config: n_layers must be positive, got ", n_layers);
-  LF_CHECK(type_vocab_size > 0, "config: type_vocab_size must be positive");
-  LF_CHECK(position_offset >= 0, "config: position_offset must be >= 0");
+  in_range("d_ff", d_ff, 1, limits::kMaxDFF);
+  in_range("n_layers", n_layers, 1, limits::kMaxLayers);
+  in_range("type_vocab_size", type_vocab_size, 1, limits::kMaxTypeVocab);
+  in_range("position_offset", position_offset, 0, limits::kMaxPositionOffset);
+  in_range("num_classes", num_classes, 2, limits::kMaxClasses);
+  in_range("pad_id", pad_id, 0, vocab_size - 1);
+  in_range("cls_id", cls_id, 0, vocab_size - 1);
+  // NaN fails every comparison, so each check is written to pass only for valid values.
   LF_CHECK(dropout >= 0.f && dropout < 1.f, "config: dropout must be in [0, 1), got ", dropout);
   LF_CHECK(attention_dropout >= 0.f && attention_dropout < 1.f,
            "config: attention_dropout must be in [0, 1), got ", attention_dropout);
-  LF_CHECK(layer_norm_eps > 0.f, "config: layer_norm_eps must be positive");
-  LF_CHECK(num_classes >= 2, "config: num_classes must be at least 2, got ", num_classes);
-  LF_CHECK(pad_id >= 0 && pad_id < vocab_size, "config: pad_id out of range");
-  LF_CHECK(cls_id >= 0 && cls_id < vocab_size, "config: cls_id out of range");
-  if (!is_linformer()) return;
-  LF_CHECK(!causal,
-           "config: causal attention is impossible with Linformer: the projection E mixes all n "
-           "positions into each of the k projected keys, so every query would see future tokens. "
-           "Use attention \"standard\" for causal models.");
-  LF_CHECK(!k.empty(), "config: k must be given for linformer attention");
-  LF_CHECK(k.size() == 1 || static_cast<int64_t>(k.size()) == n_layers, "config: k has ", k.size(),
-           " values; give one value or one per layer (n_layers = ", n_layers, ")");
-  for (size_t i = 0; i < k.size(); ++i) {
-    LF_CHECK(k[i] > 0 && k[i] <= max_len, "config: k[", i, "] = ", k[i],
-             " must be in [1, max_len = ", max_len, "]");
-    if (projection != Projection::linear)
-      LF_CHECK(max_len % k[i] == 0, "config: projection ", to_string(projection),
-               " uses windows of max_len / k positions, so max_len (", max_len,
-               ") must be divisible by k (", k[i], ")");
+  LF_CHECK(layer_norm_eps > 0.f && std::isfinite(layer_norm_eps),
+           "config: layer_norm_eps must be positive and finite, got ", layer_norm_eps);
+  LF_CHECK(init_std >= 0.f && std::isfinite(init_std),
+           "config: init_std must be >= 0 and finite, got ", init_std);
+  if (is_linformer()) {
+    LF_CHECK(!causal,
+             "config: causal attention is impossible with Linformer: the projection E mixes all "
+             "n positions into each of the k projected keys, so every query would see future "
+             "tokens. Use attention \"standard\" for causal models.");
+    LF_CHECK(!k.empty(), "config: k must be given for linformer attention");
+    LF_CHECK(k.size() == 1 || static_cast<int64_t>(k.size()) == n_layers, "config: k has ",
+             k.size(), " values; give one value or one per layer (n_layers = ", n_layers, ")");
+    for (size_t i = 0; i < k.size(); ++i) {
+      LF_CHECK(k[i] > 0 && k[i] <= max_len, "config: k[", i, "] = ", k[i],
+               " must be in [1, max_len = ", max_len, "]");
+      if (projection != Projection::linear)
+        LF_CHECK(max_len % k[i] == 0, "config: projection ", to_string(projection),
+                 " uses windows of max_len / k positions, so max_len (", max_len,
+                 ") must be divisible by k (", k[i], ")");
+    }
+    if (sharing == Sharing::layerwise)
+      for (int64_t v : k)
+        LF_CHECK(v == k[0],
+                 "config: layerwise sharing uses one projection for all layers, so k "
+                 "must be the same in every layer");
   }
   LF_CHECK(projection_init == ProjectionInit::normal || projection == Projection::linear,
            "config: projection_init applies to learned (linear) projections; projection ",
@@ -109,6 +128,10 @@ void Config::validate() const {
     for (int64_t v : k)
       LF_CHECK(v == k[0], "config: layerwise sharing uses one projection for all layers, so k "
                           "must be the same in every layer");
+  // Bounded fields keep every element count far below 2^63, so this sum cannot wrap.
+  const int64_t params = num_parameters();
+  LF_CHECK(params <= limits::kMaxParameters, "config: ", params, " parameters exceed the limit of ",
+           limits::kMaxParameters);
 }
 
 std::string Config::to_json() const {
@@ -146,23 +169,25 @@ std::string Config::to_json() const {
 }
 
 Config Config::from_json(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("config: not valid JSON: ", e.what());
-  }
+  const json j = parse_json_bounded(text, "config");
   LF_CHECK(j.is_object(), "config: expected a JSON object");
   Config c;
   auto get_int = [&](const char* key, int64_t& dst) {
     if (!j.contains(key)) return;
-    LF_CHECK(j[key].is_number_integer(), "config: '", key, "' must be an integer");
+    LF_CHECK(
+        j[key].is_number_integer() && (!j[key].is_number_unsigned() ||
+                                       j[key].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
+        "config: '", key, "' must be an integer (at most ", INT64_MAX, ")");
     dst = j[key].get<int64_t>();
   };
   auto get_float = [&](const char* key, float& dst) {
     if (!j.contains(key)) return;
     LF_CHECK(j[key].is_number(), "config: '", key, "' must be a number");
-    dst = j[key].get<float>();
+    const double v = j[key].get<double>();
+    // Beyond float range the conversion is undefined (and would store inf): refused.
+    LF_CHECK(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max(), "config: '",
+             key, "' = ", v, " is not a finite float");
+    dst = static_cast<float>(v);
   };
   // clang-format off
   static const std::set<std::string> known = {
@@ -243,22 +268,29 @@ Config Config::load_with_overrides(const std::string& path, const std::vector<st
   using nlohmann::json;
   json j = json::object();
   if (!path.empty()) {
-    try {
-      j = json::parse(read_file(path));
-    } catch (const json::exception& e) {
-      fail(path, ": config: not valid JSON: ", e.what());
-    }
+    j = parse_json_bounded(read_file(path), path + ": config");
     LF_CHECK(j.is_object(), path, ": config: expected a JSON object");
   }
   for (const std::string& s : sets) {
     const size_t eq = s.find('=');
     LF_CHECK(eq != std::string::npos && eq > 0, "--set ", s, ": expected KEY=VALUE");
     const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
-    json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
-    j[key] = v.is_discarded() ? json(value) : v;
+    json v;
+    try {
+      v = parse_json_bounded(value, "--set " + key);
+    } catch (const Error&) {
+      v = json(value);  // not JSON: the text itself
+    }
+    j[key] = std::move(v);
+  }
+  std::string text;
+  try {
+    text = j.dump();
+  } catch (const nlohmann::json::exception&) {  // a --set key or plain-text value
+    fail("--set: keys and values must be valid UTF-8 text");
   }
   try {
-    return from_json(j.dump());
+    return from_json(text);
   } catch (const Error& e) {
     fail(path.empty() ? std::string("default config") : path,
          sets.empty() ? "" : " with --set overrides", ": ", e.what());
@@ -266,6 +298,7 @@ Config Config::load_with_overrides(const std::string& path, const std::vector<st
 }
 
 void Config::save(const std::string& path) const {
+  validate();  // never write a file that could not be loaded again (e.g. a non-finite value)
   const std::string text = to_json();
   write_file_atomic(path, [&](std::ostream& os) { os << text; });
 }

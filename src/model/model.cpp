@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/buffer.h"
+#include "core/limits.h"
 #include "core/parallel.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
@@ -41,6 +42,8 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
     index[table[i].name] = i;
     total = std::max(total, table[i].offset + (table[i].numel + 15) / 16 * 16);
   }
+  require_memory(4.0 * static_cast<double>(total),
+                 "model: " + std::to_string(total) + " parameters (4 bytes each)");
   params.resize(total);
   params.zero();
   // Gradients are allocated on first use (gbase): inference never needs them.
@@ -153,6 +156,7 @@ void Model::Impl::check_batch(const Batch& batch) const {
   LF_CHECK(batch.N <= cfg.max_len, "forward: sequence length ", batch.N,
            " exceeds the model's max_len ", cfg.max_len);
   LF_CHECK(batch.ids, "forward: no input ids");
+  check_forward_shape(cfg, batch.B, batch.N);
   const int64_t R = batch.B * batch.N;
   for (int64_t i = 0; i < R; ++i)
     LF_CHECK(batch.ids[i] >= 0 && batch.ids[i] < cfg.vocab_size, "forward: token id ", batch.ids[i],

@@ -49,10 +49,8 @@ struct TableBuilder {
   }
 };
 
-}  // namespace
-
-std::vector<ParamInfo> param_table(const Config& c) {
-  c.validate();
+// The table without validation (Config::validate counts parameters with it).
+std::vector<ParamInfo> build_table(const Config& c) {
   TableBuilder b;
   const int64_t D = c.d_model;
   b.add("roberta.embeddings.word_embeddings.weight", {c.vocab_size, D}, Init::normal, true);
@@ -99,6 +97,19 @@ std::vector<ParamInfo> param_table(const Config& c) {
   b.linear("classifier.dense", D, D);
   b.linear("classifier.out_proj", c.num_classes, D);
   return b.t;
+}
+
+}  // namespace
+
+std::vector<ParamInfo> param_table(const Config& c) {
+  c.validate();
+  return build_table(c);
+}
+
+int64_t Config::num_parameters() const {
+  int64_t n = 0;
+  for (const ParamInfo& p : build_table(*this)) n += static_cast<int64_t>(p.numel);
+  return n;
 }
 
 }  // namespace lf

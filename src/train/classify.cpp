@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/classifier.h"
 #include "linformer/error.h"
@@ -52,7 +53,7 @@ ClassifierBundle load_classifier(const std::string& dir, bool need_labels) {
   if (fs::exists(lj)) {
     json j;
     try {
-      j = json::parse(read_file(lj.string()));
+      j = read_json_file(lj.string());
       b.labels = LabelMap::from_json(j.at("labels"));
       if (j.contains("task")) b.task = task_from_json(j.at("task"));
     } catch (const json::exception& e) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/limits.h"
+#include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/classifier.h"
 #include "linformer/classify_data.h"
@@ -55,6 +57,26 @@ json FinetuneOptions::to_json() const {
          {"time_limit", time_limit}};
   optim_to_json(optim, &j);
   return j;
+}
+
+void FinetuneOptions::validate() const {
+  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
+  check_range("--max-len", max_len, int64_t{0}, limits::kMaxLen);
+  check_range("--max-train", max_train, int64_t{0}, limits::kMaxSteps);
+  check_range("--max-dev", max_dev, int64_t{0}, limits::kMaxSteps);
+  LF_CHECK(dropout == -1.f || (dropout >= 0.f && dropout < 1.f),
+           "--dropout must be in [0, 1), got ", dropout);
+  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
+  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
+  check_range("--eval-batch-size", eval_batch_size, int64_t{1}, limits::kMaxBatch);
+  check_range("--epochs", epochs, int64_t{1}, int64_t{1000000});
+  check_range("--warmup-ratio", warmup_ratio, 0.0, 1.0);
+  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
+  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
+  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
+  check_range("--time-limit", time_limit, 0.0, 1e9);
+  check_range("--stop-after", stop_after, int64_t{0}, limits::kMaxSteps);
+  optim.validate();
 }
 
 FinetuneOptions FinetuneOptions::from_json(const json& j) {
@@ -160,17 +182,26 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     LF_CHECK(fs::exists(args_path), "finetune --resume: ", args_path.string(),
              " not found; is ", opt.out, " a finetuning run folder?");
     const bool quiet = opt.quiet;
-    opt = FinetuneOptions::from_json(json::parse(read_file(args_path.string())));
+    opt = FinetuneOptions::from_json(read_json_file(args_path.string()));
     opt.quiet = quiet;
     opt.stop_after = opt_in.stop_after;
     opt.out = opt_in.out;  // the folder may have been moved
   }
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
-  LF_CHECK(opt.batch_size > 0 && opt.grad_accum > 0 && opt.epochs > 0 && opt.eval_batch_size > 0,
-           "finetune: batch sizes, gradient accumulation and epochs must be positive");
+  try {
+    opt.validate();
+  } catch (const Error& e) {
+    fail("finetune: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
+  }
   LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
            "--bad-rows must be stop or skip, got ", opt.bad_rows);
   const Truncate trunc = parse_truncate(opt.truncate);
+  const auto lock = take_run_folder(opt.out, "finetune", resume, opt_in.overwrite,
+                                    {{"--train", opt.train},
+                                     {"--dev", opt.dev},
+                                     {"--init-from", opt.init_from},
+                                     {"--config", opt.config},
+                                     {"--tokenizer", opt.tokenizer}});
   create_run_folder(opt.out);
   std::error_code ec;
   auto say = [&](const char* fmt, auto... a) {
@@ -195,7 +226,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   const fs::path labels_path = run / "labels.json";
   LabelMap labels;
   if (resume && fs::exists(labels_path))
-    labels = LabelMap::from_json(json::parse(read_file(labels_path.string())).at("labels"));
+    labels = LabelMap::from_json(read_json_file(labels_path.string()).at("labels"));
   else
     labels = build_label_map(train);
   std::vector<int32_t> train_y = assign_labels(train, labels, policy);
@@ -436,10 +467,9 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
       }
     }
     const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
+    check_step_finite("finetune", step_loss, gnorm, step + 1, opt.out);
     const float lr = lr_at(opt.optim, step);
     adam.step(lr);
-    LF_CHECK(std::isfinite(step_loss), "finetune: loss became ", step_loss, " at step ", step + 1,
-             "; lower --lr or check the data");
     win.examples += step_examples;
     total_examples += static_cast<double>(step_examples);
     win.add_step(step_loss, st.seconds());

@@ -5,9 +5,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
 #include "core/parallel.h"
 
 namespace lf {
+
+void OptimOptions::validate() const {
+  check_positive("--lr", lr);
+  check_below("--beta1", beta1, 0.f, 1.f);
+  check_below("--beta2", beta2, 0.f, 1.f);
+  check_positive("--eps", eps);
+  check_range("--weight-decay", weight_decay, 0.f, 1e6f);
+  check_range("--clip-norm", clip_norm, 0.f, 1e30f);
+  check_range("--warmup-steps", warmup_steps, int64_t{0}, limits::kMaxSteps);
+  check_range("--projection-lr-scale", projection_lr_scale, 0.f, 1000.f);
+}
 
 void optim_to_json(const OptimOptions& o, nlohmann::json* j) {
   nlohmann::json& r = *j;

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/limits.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
+#include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -19,6 +21,22 @@ namespace lf {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+void PretrainOptions::validate() const {
+  check_below("--valid-fraction", valid_fraction, 0.0, 1.0);
+  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
+  check_range("--seq-len", seq_len, int64_t{0}, limits::kMaxLen);
+  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
+  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
+  check_range("--steps", steps, int64_t{1}, limits::kMaxSteps);
+  LF_CHECK(mask_prob > 0 && mask_prob < 1, "--mask-prob must be in (0, 1), got ", mask_prob);
+  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
+  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
+  check_range("--eval-batches", eval_batches, int64_t{1}, limits::kMaxSteps);
+  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
+  check_range("--time-limit", time_limit, 0.0, 1e9);
+  optim.validate();
+}
 
 json PretrainOptions::to_json() const {
   json j{{"train", train},
@@ -105,15 +123,20 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   if (resume) {
     LF_CHECK(fs::exists(args_path), "pretrain --resume: ", args_path.string(),
              " not found; is ", opt.out, " a pretraining run folder?");
-    json saved = json::parse(read_file(args_path.string()));
+    json saved = read_json_file(args_path.string());
     opt = PretrainOptions::from_json(saved);
-  } else {
-    LF_CHECK(!fs::exists(args_path) && !fs::exists(run / "checkpoints"), "pretrain: ", opt.out,
-             " already holds a run; continue it with --resume, or choose another --out");
   }
-  LF_CHECK(opt.batch_size > 0 && opt.grad_accum > 0 && opt.steps > 0,
-           "pretrain: batch size, gradient accumulation and steps must be positive");
+  try {
+    opt.validate();
+  } catch (const Error& e) {
+    fail("pretrain: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
+  }
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
+  NamedPaths inputs = {
+      {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer}};
+  for (const std::string& f : opt.train) inputs.push_back({"--train", f});
+  for (const std::string& f : opt.valid) inputs.push_back({"--valid", f});
+  const auto lock = take_run_folder(opt.out, "pretrain", resume, opt_in.overwrite, inputs);
   opt.optim.total_steps = opt.steps;
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
   create_run_folder(opt.out);
@@ -262,10 +285,9 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       total_tokens += static_cast<double>(batch.real_tokens);
     }
     const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
+    check_step_finite("pretrain", step_loss, gnorm, step + 1, opt.out);
     const float lr = lr_at(opt.optim, step);
     adam.step(lr);
-    LF_CHECK(std::isfinite(step_loss), "pretrain: loss became ", step_loss, " at step ", step + 1,
-             "; lower --lr or check the data");
     window.add_step(step_loss, st.seconds());
     const int64_t done = step + 1;
     res.final_train_loss = step_loss;

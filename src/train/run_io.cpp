@@ -1,9 +1,11 @@
 #include "train/run_io.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -59,6 +61,36 @@ void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, Ada
   for (size_t i = 0; i + keep_last < all.size(); ++i) fs::remove_all(all[i], ec);
 }
 
+namespace {
+// What a training run writes in its folder (all of it goes with --overwrite).
+const char* const kRunEntries[] = {
+    "train_args.json", "config.json", "tokenizer.model", "labels.json", "metrics.jsonl",
+    "loss.svg",        "dev.svg",     "checkpoints",     "model",       "best"};
+}  // namespace
+
+std::unique_ptr<RunLock> take_run_folder(const std::string& dir, const char* cmd, bool resume,
+                                         bool overwrite, const NamedPaths& inputs) {
+  for (const char* e : kRunEntries)
+    check_not_an_input((fs::path(dir) / e).string(), std::string(cmd) + ": --out", inputs);
+  auto lock = std::make_unique<RunLock>(dir, cmd);
+  remove_stale_temporaries(dir);
+  if (resume) return lock;
+  std::error_code ec;
+  const bool holds_run = fs::exists(fs::path(dir) / "train_args.json") ||
+                         fs::exists(fs::path(dir) / "checkpoints") ||
+                         fs::exists(fs::path(dir) / "model") || fs::exists(fs::path(dir) / "best");
+  if (!holds_run) return lock;
+  LF_CHECK(overwrite, cmd, ": ", dir,
+           " already holds a run; continue it with --resume, choose another --out, or give "
+           "--overwrite to replace it");
+  for (const char* e : kRunEntries) {
+    fs::remove_all(fs::path(dir) / e, ec);
+    LF_CHECK(!ec, cmd, ": --overwrite: cannot remove ", (fs::path(dir) / e).string(), ": ",
+             ec.message());
+  }
+  return lock;
+}
+
 std::string latest_checkpoint(const std::string& run_dir) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const fs::path latest = root / "latest";
@@ -80,12 +112,7 @@ json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt) {
     r.read_f32("m." + p.name, p.shape, opt.m_data() + p.offset);
     r.read_f32("v." + p.name, p.shape, opt.v_data() + p.offset);
   }
-  json st;
-  try {
-    st = json::parse(read_file((fs::path(ckpt_dir) / "state.json").string()));
-  } catch (const json::exception& e) {
-    fail(ckpt_dir, "/state.json: ", e.what());
-  }
+  const json st = read_json_file((fs::path(ckpt_dir) / "state.json").string());
   opt.set_steps_done(st.at("adam_steps").get<int64_t>());
   return st;
 }
@@ -103,6 +130,18 @@ json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool qu
   return st;
 }
 
+void check_step_finite(const char* cmd, double loss, double grad_norm, int64_t step,
+                       const std::string& run_dir) {
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) return;
+  const std::string ck = latest_checkpoint(run_dir);
+  fail(cmd, ": the ", std::isfinite(loss) ? "gradient norm" : "loss", " became ",
+       std::isfinite(loss) ? grad_norm : loss, " at step ", step,
+       "; stopped before updating the weights. ",
+       ck.empty() ? std::string("No checkpoint was written yet")
+                  : "The last good checkpoint is " + ck + " (continue it with --resume)",
+       "; lower --lr or check the data");
+}
+
 std::vector<json> read_metrics(const std::string& path) {
   std::vector<json> out;
   std::ifstream in(path);
@@ -110,8 +149,8 @@ std::vector<json> read_metrics(const std::string& path) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     try {
-      out.push_back(json::parse(line));
-    } catch (const json::exception&) {
+      out.push_back(parse_json_bounded(line, path));
+    } catch (const Error&) {
       break;  // a torn final line from a killed run
     }
   }

@@ -1,9 +1,13 @@
 // Resumable checkpoints of the training runs (the rest of a run folder: linformer/run.h).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "io/run_lock.h"
 #include "linformer/model.h"
 #include "linformer/run.h"
 #include "train/optim.h"
@@ -18,6 +22,22 @@ void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, Ada
                      const nlohmann::json& state, int keep_last = 2);
 // Loads model weights, optimizer moments and step; returns state.json.
 nlohmann::json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt);
+// The inputs of a run, as (option, path) pairs, for check_not_an_input.
+using NamedPaths = std::vector<std::pair<std::string, std::string>>;
+// Takes the run folder for this process (RunLock, created if needed), removes the
+// temporaries a killed run left there, and makes sure nothing of the user's is lost: a new
+// (not resumed) run refuses a folder that already holds a run unless `overwrite`, which then
+// removes that run's files first; no file or folder the run writes may be one of `inputs`.
+// Returns the lock, held until the run ends.
+std::unique_ptr<RunLock> take_run_folder(const std::string& dir, const char* cmd, bool resume,
+                                         bool overwrite, const NamedPaths& inputs);
+
+// Throws lf::Error when a training step's loss or gradient norm is not finite, before the
+// optimizer applies it: "<cmd>: the loss (or gradient norm) became nan at step S; stopped
+// before updating the weights; the last good checkpoint is <dir> (resume it with --resume
+// and a lower --lr)". Nothing of the run is overwritten.
+void check_step_finite(const char* cmd, double loss, double grad_norm, int64_t step,
+                       const std::string& run_dir);
 // --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
 // returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
