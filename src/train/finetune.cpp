@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/limits.h"
 #include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/classifier.h"
@@ -25,95 +24,6 @@ namespace lf {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-json FinetuneOptions::to_json() const {
-  json j{{"train", train},
-         {"dev", dev},
-         {"out", out},
-         {"init_from", init_from},
-         {"config", config},
-         {"sets", sets},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"max_len", max_len},
-         {"truncate", truncate},
-         {"lowercase", lowercase},
-         {"pad_to_max", pad_to_max},
-         {"bucket", bucket},
-         {"bad_rows", bad_rows},
-         {"max_train", max_train},
-         {"max_dev", max_dev},
-         {"metric", metric},
-         {"dropout", dropout},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"eval_batch_size", eval_batch_size},
-         {"epochs", epochs},
-         {"warmup_ratio", warmup_ratio},
-         {"seed", seed},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
-void FinetuneOptions::validate() const {
-  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
-  check_range("--max-len", max_len, int64_t{0}, limits::kMaxLen);
-  check_range("--max-train", max_train, int64_t{0}, limits::kMaxSteps);
-  check_range("--max-dev", max_dev, int64_t{0}, limits::kMaxSteps);
-  LF_CHECK(dropout == -1.f || (dropout >= 0.f && dropout < 1.f),
-           "--dropout must be in [0, 1), got ", dropout);
-  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
-  check_range("--eval-batch-size", eval_batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--epochs", epochs, int64_t{1}, int64_t{1000000});
-  check_range("--warmup-ratio", warmup_ratio, 0.0, 1.0);
-  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
-  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--time-limit", time_limit, 0.0, 1e9);
-  check_range("--stop-after", stop_after, int64_t{0}, limits::kMaxSteps);
-  optim.validate();
-}
-
-FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  FinetuneOptions o;
-  o.train = j.at("train");
-  o.dev = j.at("dev");
-  o.out = j.at("out");
-  o.init_from = j.at("init_from");
-  o.config = j.at("config");
-  o.sets = j.at("sets").get<std::vector<std::string>>();
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.max_len = j.at("max_len");
-  o.truncate = j.at("truncate");
-  o.lowercase = j.value("lowercase", false);
-  o.pad_to_max = j.at("pad_to_max");
-  o.bucket = j.at("bucket");
-  o.bad_rows = j.at("bad_rows");
-  o.max_train = j.at("max_train");
-  o.max_dev = j.at("max_dev");
-  o.metric = j.at("metric");
-  o.dropout = j.at("dropout");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.eval_batch_size = j.at("eval_batch_size");
-  o.epochs = j.at("epochs");
-  o.warmup_ratio = j.at("warmup_ratio");
-  o.optim = optim_from_json(j);
-  o.seed = j.at("seed");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
-  return o;
-}
 
 namespace {
 
@@ -516,21 +426,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
         model.forward_bytes(opt.batch_size, N, true, true) / 1048576.0);
   }
 
-  LoopOptions lo;
-  lo.cmd = "finetune";
-  lo.run_dir = opt.out;
-  lo.total_steps = total_steps;
-  lo.grad_accum = opt.grad_accum;
-  lo.seed = opt.seed;
+  LoopOptions lo = loop_options("finetune", opt, total_steps);
   lo.epoch_steps = steps_per_epoch;
-  lo.log_every = opt.log_every;
-  lo.eval_every = opt.eval_every;
-  lo.checkpoint_every = opt.checkpoint_every;
-  lo.time_limit = opt.time_limit;
   lo.stop_after = opt.stop_after;
   lo.checkpoint_at_eval = true;
   lo.keep_checkpoints = 1;
-  lo.quiet = opt.quiet;
   TrainLoop loop(model, adam, lo);
   const json resumed = loop.start(resume);
   if (!resume) {

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/limits.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
 #include "io/json_read.h"
@@ -22,80 +21,6 @@ namespace lf {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-void PretrainOptions::validate() const {
-  check_below("--valid-fraction", valid_fraction, 0.0, 1.0);
-  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
-  check_range("--seq-len", seq_len, int64_t{0}, limits::kMaxLen);
-  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
-  check_range("--steps", steps, int64_t{1}, limits::kMaxSteps);
-  LF_CHECK(mask_prob > 0 && mask_prob < 1, "--mask-prob must be in (0, 1), got ", mask_prob);
-  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
-  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--eval-batches", eval_batches, int64_t{1}, limits::kMaxSteps);
-  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--time-limit", time_limit, 0.0, 1e9);
-  optim.validate();
-}
-
-json PretrainOptions::to_json() const {
-  json j{{"train", train},
-         {"valid", valid},
-         {"valid_fraction", valid_fraction},
-         {"out", out},
-         {"config", config},
-         {"sets", sets},
-         {"init_from", init_from},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"cache_dir", cache_dir},
-         {"seq_len", seq_len},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"steps", steps},
-         {"seed", seed},
-         {"mask_prob", mask_prob},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"eval_batches", eval_batches},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit},
-         {"bf16", bf16}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
-PretrainOptions PretrainOptions::from_json(const json& j) {
-  PretrainOptions o;
-  o.train = j.at("train").get<std::vector<std::string>>();
-  o.valid = j.at("valid").get<std::vector<std::string>>();
-  o.valid_fraction = j.at("valid_fraction");
-  o.out = j.at("out");
-  o.config = j.at("config");
-  o.sets = j.value("sets", std::vector<std::string>{});
-  o.init_from = j.at("init_from");
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.cache_dir = j.at("cache_dir");
-  o.seq_len = j.at("seq_len");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.steps = j.at("steps");
-  o.optim = optim_from_json(j);
-  o.optim.total_steps = o.steps;
-  o.seed = j.at("seed");
-  o.mask_prob = j.at("mask_prob");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.eval_batches = j.at("eval_batches");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
-  o.bf16 = j.value("bf16", false);
-  return o;
-}
 
 namespace {
 
@@ -300,18 +225,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     model.init(opt.seed);
   }
   AdamW adam(model, opt.optim);
-  LoopOptions lo;
-  lo.cmd = "pretrain";
-  lo.run_dir = opt.out;
-  lo.total_steps = opt.steps;
-  lo.grad_accum = opt.grad_accum;
-  lo.seed = opt.seed;
-  lo.log_every = opt.log_every;
-  lo.eval_every = opt.eval_every;
-  lo.checkpoint_every = opt.checkpoint_every;
-  lo.time_limit = opt.time_limit;
+  LoopOptions lo = loop_options("pretrain", opt, opt.steps);
   lo.evaluate_at_stop = true;
-  lo.quiet = opt.quiet;
   TrainLoop loop(model, adam, lo);
   loop.start(resume);
   if (!resume) {

@@ -69,6 +69,24 @@ struct LoopResult {
   double last_loss = 0;    // mean loss of the last step run
 };
 
+// The loop options of a command's options (PretrainOptions, FinetuneOptions: the fields of
+// the same names); the rest stays at the defaults for the command to set.
+template <typename CommandOptions>
+LoopOptions loop_options(const char* cmd, const CommandOptions& o, int64_t total_steps) {
+  LoopOptions lo;
+  lo.cmd = cmd;
+  lo.run_dir = o.out;
+  lo.total_steps = total_steps;
+  lo.grad_accum = o.grad_accum;
+  lo.seed = o.seed;
+  lo.log_every = o.log_every;
+  lo.eval_every = o.eval_every;
+  lo.checkpoint_every = o.checkpoint_every;
+  lo.time_limit = o.time_limit;
+  lo.quiet = o.quiet;
+  return lo;
+}
+
 class TrainLoop {
  public:
   TrainLoop(Model& model, AdamW& adam, const LoopOptions& o);
