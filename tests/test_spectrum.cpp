@@ -1,7 +1,7 @@
 // The attention-spectrum analysis (`linformer spectrum`): singular values and normalised
 // cumulative sums on matrices built with known singular values and rank, the rank-k truncation
 // error against the tail-singular-value formula, the JL projection error against k, the
-// heat-map writer, the reconstruction of each layer's attention input (and so of V), and an
+// heat-map writer, the recorded attention input of each layer (and so V), and an
 // end-to-end run of the command on a tiny model and tokenizer.
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet transposes
 // (_mm512_undefined_*), inlined into this file; it is not about this code.
@@ -272,9 +272,10 @@ int64_t csv_rows(const std::string& path) {
   return n;
 }
 
-// The reconstructed attention inputs reproduce every layer's P (so the V built from them is
-// the layer's real V), for post-norm and pre-norm models.
-TEST(SpectrumModel, ReconstructedInputsReproduceAttention) {
+// The attention inputs a forward observer records reproduce every layer's P (so the V built
+// from them is the layer's real V), for post-norm and pre-norm models; an inference forward
+// records the same inputs (to float rounding: it multiplies by packed weights).
+TEST(SpectrumModel, RecordedInputsReproduceAttention) {
   for (NormPlacement norm : {NormPlacement::post, NormPlacement::pre}) {
     Config c = small_config(false, norm);
     c.dropout = c.attention_dropout = 0.f;
@@ -289,9 +290,18 @@ TEST(SpectrumModel, ReconstructedInputsReproduceAttention) {
     batch.ids = ids.data();
     batch.B = B;
     batch.N = N;
-    m.forward(batch, true, 0);
-    const auto xin = analysis::attention_inputs(m, ids.data(), B, N);
+    analysis::AttentionInputs rec, rec_infer;
+    m.forward(batch, false, 0, &rec_infer);
+    m.forward(batch, true, 0, &rec);
+    const auto& xin = rec.x;
     ASSERT_EQ(xin.size(), static_cast<size_t>(L));
+    ASSERT_EQ(rec_infer.x.size(), static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+      ASSERT_EQ(xin[l].size(), static_cast<size_t>(B * N * D));
+      ASSERT_EQ(rec_infer.x[l].size(), xin[l].size());
+      for (size_t i = 0; i < xin[l].size(); ++i)
+        ASSERT_NEAR(rec_infer.x[l][i], xin[l][i], 1e-4) << "layer " << l << " [" << i << "]";
+    }
     double worst = 0;
     for (int64_t l = 0; l < L; ++l) {
       const std::string p = "roberta.encoder.layer." + std::to_string(l) + ".attention.self.";
@@ -323,6 +333,10 @@ TEST(SpectrumModel, ReconstructedInputsReproduceAttention) {
         }
     }
     EXPECT_LT(worst, 1e-5) << (norm == NormPlacement::pre ? "pre-norm" : "post-norm");
+    // Without dropout the observer changes nothing: the same hidden states either way.
+    const std::vector<float> seen(m.hidden(), m.hidden() + B * N * D);
+    m.forward(batch, true, 0);
+    for (int64_t i = 0; i < B * N * D; ++i) ASSERT_EQ(m.hidden()[i], seen[i]);
   }
 }
 

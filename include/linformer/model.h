@@ -34,6 +34,18 @@ struct Batch {
   int64_t B = 0, N = 0;
 };
 
+// Sees the activations of a forward pass while it runs (an optional argument of
+// Model::forward), for analysis tools such as `linformer spectrum`. The pointers are valid only
+// during the call; without an observer the pass does no extra work.
+struct ForwardObserver {
+  virtual ~ForwardObserver() = default;
+  // After layer `layer` has run: its input x [rows = B*N, D] and the input its self-attention
+  // saw, attn_in [rows, D] (post-norm: x itself; pre-norm: LN_attn(x)). Training and inference
+  // forwards both report every layer.
+  virtual void layer_input(int64_t layer, const float* x, const float* attn_in, int64_t rows,
+                           int64_t D) = 0;
+};
+
 class Model {
  public:
   explicit Model(const Config& cfg);
@@ -58,8 +70,10 @@ class Model {
   void zero_grad();
 
   // Encoder forward. With train = true, activations are kept for backward() and dropout
-  // (if configured) uses masks drawn from dropout_seed.
-  void forward(const Batch& batch, bool train, uint64_t dropout_seed = 0);
+  // (if configured) uses masks drawn from dropout_seed. An observer, if given, sees every
+  // layer's input.
+  void forward(const Batch& batch, bool train, uint64_t dropout_seed = 0,
+               ForwardObserver* observer = nullptr);
   const float* hidden() const;  // [B, N, D], valid after forward()
 
   // MLM head. labels [B*N] (-100 = ignore). Returns the summed loss and the count of labelled

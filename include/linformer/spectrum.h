@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-namespace lf {
-class Model;
-}
+#include "linformer/model.h"
+
 
 namespace lf::analysis {
 
@@ -42,7 +41,7 @@ struct SpectrumResult {
   std::vector<std::vector<double>> jl_error_sd;  // [L][ks] spread over heads and sequences
   std::vector<std::vector<double>> svd_p_error;  // [L][ks] ||P - P_k||_F / ||P||_F
   std::vector<double> svd_error_all, jl_error_all, jl_error_sd_all, svd_p_error_all;  // [ks]
-  // Max |P - softmax(s Q K^T)| with Q, K recomputed from the reconstructed attention inputs:
+  // Max |P - softmax(s Q K^T)| with Q, K recomputed from the recorded attention inputs:
   // shows that the V used by the low-rank check is the layer's real V. -1 when not computed.
   double probs_check = -1;
   double seconds = 0;
@@ -57,11 +56,13 @@ struct SpectrumResult {
 // lowrank.csv, lowrank.json, lowrank_error.svg.
 SpectrumResult run_spectrum(const SpectrumOptions& opt);
 
-// The input of every layer's self-attention for a batch without padding (post-norm: the layer
-// input x_l; pre-norm: LN_attn(x_l)), recomputed from the model's parameters with dropout off:
-// [L][B*N*D]. Layer 0 from the embeddings, layer l > 0 from a copy of the model truncated to
-// l layers.
-std::vector<std::vector<float>> attention_inputs(Model& model, const int32_t* ids, int64_t B,
-                                                 int64_t N);
+// Records the input of every layer's self-attention during a forward pass (post-norm: the
+// layer input x_l; pre-norm: LN_attn(x_l)): x[l] is [B*N*D].
+class AttentionInputs final : public ForwardObserver {
+ public:
+  std::vector<std::vector<float>> x;
+  void layer_input(int64_t layer, const float* x_in, const float* attn_in, int64_t rows,
+                   int64_t D) override;
+};
 
 }  // namespace lf::analysis

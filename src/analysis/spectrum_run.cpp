@@ -32,22 +32,6 @@ using nlohmann::json;
 
 namespace {
 
-// y = LayerNorm(x) over rows of length D.
-void layer_norm_rows(float* y, const float* x, const float* w, const float* b, int64_t R, int64_t D,
-                     float eps) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float* xr = x + r * D;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < D; ++j) mean += xr[j];
-    mean /= D;
-    for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= D;
-    const double rstd = 1.0 / std::sqrt(var + eps);
-    for (int64_t j = 0; j < D; ++j)
-      y[r * D + j] = static_cast<float>((xr[j] - mean) * rstd) * w[j] + b[j];
-  }
-}
-
 std::string layer_prefix(int64_t l) { return "roberta.encoder.layer." + std::to_string(l) + "."; }
 
 // Columns [h*Dh, (h+1)*Dh) of X W^T + b for rows of sequence b: [N, Dh] in double.
@@ -77,70 +61,10 @@ std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
 
 }  // namespace
 
-std::vector<std::vector<float>> attention_inputs(Model& model, const int32_t* ids, int64_t B,
-                                                 int64_t N) {
-  const Config& cfg = model.config();
-  const int64_t D = cfg.d_model, L = cfg.n_layers, R = B * N;
-  const bool pre = cfg.norm == NormPlacement::pre;
-  std::vector<std::vector<float>> out(static_cast<size_t>(L));
-  // Layer 0: word + position + token type 0, LayerNorm (dropout is off).
-  {
-    const float* word = model.param("roberta.embeddings.word_embeddings.weight");
-    const float* pos = model.param("roberta.embeddings.position_embeddings.weight");
-    const float* type = model.param("roberta.embeddings.token_type_embeddings.weight");
-    std::vector<float> e(static_cast<size_t>(R * D));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < N; ++t) {
-        const int32_t id = ids[b * N + t];
-        LF_CHECK(id >= 0 && id < cfg.vocab_size, "attention_inputs: token id ", id,
-                 " outside the vocabulary (", cfg.vocab_size, ")");
-        float* row = e.data() + (b * N + t) * D;
-        for (int64_t j = 0; j < D; ++j)
-          row[j] = word[id * D + j] + pos[(t + cfg.position_offset) * D + j] + type[j];
-      }
-    std::vector<float> x(e.size());
-    layer_norm_rows(x.data(), e.data(), model.param("roberta.embeddings.LayerNorm.weight"),
-                    model.param("roberta.embeddings.LayerNorm.bias"), R, D, cfg.layer_norm_eps);
-    if (pre) {
-      const std::string p = layer_prefix(0) + "attention.output.LayerNorm.";
-      layer_norm_rows(e.data(), x.data(), model.param(p + "weight"), model.param(p + "bias"), R, D,
-                      cfg.layer_norm_eps);
-      x.swap(e);
-    }
-    out[0] = std::move(x);
-  }
-  // Layer l > 0: the model truncated to its first l layers. Post-norm: its hidden state is
-  // x_l. Pre-norm: its hidden state is LN_final(x_l); with LN_final's parameters replaced by
-  // layer l's LN_attn it is exactly LN_attn(x_l) (both normalise the same x_l).
-  for (int64_t l = 1; l < L; ++l) {
-    Config c = cfg;
-    c.n_layers = l;
-    if (c.k.size() > 1) c.k.resize(static_cast<size_t>(l));
-    c.dropout = 0.f;
-    c.attention_dropout = 0.f;
-    Model t(c);
-    for (const ParamInfo& pi : t.params()) {
-      const ParamInfo* src = model.find(pi.name);
-      LF_CHECK(src && src->numel == pi.numel, "attention_inputs: parameter ", pi.name,
-               " missing or of another shape in the full model");
-      std::memcpy(t.param_data() + pi.offset, model.param_data() + src->offset,
-                  pi.numel * sizeof(float));
-    }
-    if (pre) {
-      const std::string p = layer_prefix(l) + "attention.output.LayerNorm.";
-      std::memcpy(t.param("roberta.encoder.final_layer_norm.weight"), model.param(p + "weight"),
-                  D * sizeof(float));
-      std::memcpy(t.param("roberta.encoder.final_layer_norm.bias"), model.param(p + "bias"),
-                  D * sizeof(float));
-    }
-    Batch batch;
-    batch.ids = ids;
-    batch.B = B;
-    batch.N = N;
-    t.forward(batch, false);
-    out[static_cast<size_t>(l)].assign(t.hidden(), t.hidden() + R * D);
-  }
-  return out;
+void AttentionInputs::layer_input(int64_t layer, const float*, const float* attn_in,
+                                  int64_t rows, int64_t D) {
+  if (x.size() <= static_cast<size_t>(layer)) x.resize(static_cast<size_t>(layer) + 1);
+  x[static_cast<size_t>(layer)].assign(attn_in, attn_in + rows * D);
 }
 
 json SpectrumResult::spectrum_json() const {
@@ -298,11 +222,12 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
     batch.ids = ids.data();
     batch.B = B;
     batch.N = N;
-    model->forward(batch, true, 0);
-    std::vector<std::vector<float>> xin;
-    if (lowrank) xin = attention_inputs(*model, ids.data(), B, N);
+    // The low-rank check needs each layer's V: the inputs of its attention, recorded.
+    AttentionInputs inputs;
+    model->forward(batch, true, 0, lowrank ? &inputs : nullptr);
+    const std::vector<std::vector<float>>& xin = inputs.x;
 
-    // Check on the first batch: softmax(s Q K^T) from the reconstructed inputs equals P.
+    // Check on the first batch: softmax(s Q K^T) from the recorded inputs equals P.
     if (lowrank && s0 == 0) {
       double worst = 0;
       const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
@@ -327,9 +252,9 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
         }
       }
       probs_check = worst;
-      log("reconstructed attention inputs: max |P - softmax(QK^T/sqrt(d))| = " + fmt(worst, 3));
+      log("recorded attention inputs: max |P - softmax(QK^T/sqrt(d))| = " + fmt(worst, 3));
       if (worst > 1e-3)
-        log("warning: the reconstructed inputs do not reproduce P; V may not be the layer's V");
+        log("warning: the recorded inputs do not reproduce P; V may not be the layer's V");
     }
 
     std::vector<const float*> wv(L, nullptr), bv(L, nullptr), probs(L, nullptr);

@@ -163,7 +163,8 @@ void Model::Impl::check_batch(const Batch& batch) const {
              " at position ", i, " is outside the vocabulary [0, ", cfg.vocab_size, ")");
 }
 
-void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_seed) {
+void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_seed,
+                          ForwardObserver* observer) {
   check_batch(batch);
   const int64_t R = batch.B * batch.N;
   B = batch.B;
@@ -219,6 +220,9 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
       layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1]);
     else
       layer_forward_infer(c, layers[l], acts[l], xs[l], xs[l + 1]);
+    // Both plans still hold x[l] (inference alternates two buffers) and LN_attn(x[l]).
+    if (observer)
+      observer->layer_input(l, xs[l], cfg.norm == NormPlacement::pre ? acts[l].ln1 : xs[l], R, D);
   }
   if (cfg.norm == NormPlacement::pre)
     layernorm_forward(hid, fin_mean, fin_rstd, xs[cfg.n_layers], final_ln.w, final_ln.b, R, D,
@@ -286,8 +290,9 @@ void Model::zero_grad() {
   impl_->gbase();
   impl_->grads.zero();
 }
-void Model::forward(const Batch& batch, bool train, uint64_t dropout_seed) {
-  impl_->forward(batch, train, dropout_seed);
+void Model::forward(const Batch& batch, bool train, uint64_t dropout_seed,
+                    ForwardObserver* observer) {
+  impl_->forward(batch, train, dropout_seed, observer);
 }
 const float* Model::hidden() const { return impl_->hid; }
 const float* Model::attention_probs(int64_t layer) const {

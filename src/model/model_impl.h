@@ -102,7 +102,7 @@ struct Model::Impl : Layout {
     return carve(nullptr, tmp_layout, B, N, train, masked) + (train ? 0 : input_copy_bytes());
   }
 
-  void forward(const Batch& batch, bool is_train, uint64_t dropout_seed);
+  void forward(const Batch& batch, bool is_train, uint64_t dropout_seed, ForwardObserver* observer);
   void backward();
 
   // Heads (heads.cpp).

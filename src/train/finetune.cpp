@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/limits.h"
 #include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/classifier.h"
@@ -19,100 +18,12 @@
 #include "linformer/safetensors.h"
 #include "linformer/tokenizer.h"
 #include "train/run_io.h"
+#include "train/train_loop.h"
 
 namespace lf {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-json FinetuneOptions::to_json() const {
-  json j{{"train", train},
-         {"dev", dev},
-         {"out", out},
-         {"init_from", init_from},
-         {"config", config},
-         {"sets", sets},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"max_len", max_len},
-         {"truncate", truncate},
-         {"lowercase", lowercase},
-         {"pad_to_max", pad_to_max},
-         {"bucket", bucket},
-         {"bad_rows", bad_rows},
-         {"max_train", max_train},
-         {"max_dev", max_dev},
-         {"metric", metric},
-         {"dropout", dropout},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"eval_batch_size", eval_batch_size},
-         {"epochs", epochs},
-         {"warmup_ratio", warmup_ratio},
-         {"seed", seed},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
-void FinetuneOptions::validate() const {
-  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
-  check_range("--max-len", max_len, int64_t{0}, limits::kMaxLen);
-  check_range("--max-train", max_train, int64_t{0}, limits::kMaxSteps);
-  check_range("--max-dev", max_dev, int64_t{0}, limits::kMaxSteps);
-  LF_CHECK(dropout == -1.f || (dropout >= 0.f && dropout < 1.f),
-           "--dropout must be in [0, 1), got ", dropout);
-  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
-  check_range("--eval-batch-size", eval_batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--epochs", epochs, int64_t{1}, int64_t{1000000});
-  check_range("--warmup-ratio", warmup_ratio, 0.0, 1.0);
-  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
-  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--time-limit", time_limit, 0.0, 1e9);
-  check_range("--stop-after", stop_after, int64_t{0}, limits::kMaxSteps);
-  optim.validate();
-}
-
-FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  FinetuneOptions o;
-  o.train = j.at("train");
-  o.dev = j.at("dev");
-  o.out = j.at("out");
-  o.init_from = j.at("init_from");
-  o.config = j.at("config");
-  o.sets = j.at("sets").get<std::vector<std::string>>();
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.max_len = j.at("max_len");
-  o.truncate = j.at("truncate");
-  o.lowercase = j.value("lowercase", false);
-  o.pad_to_max = j.at("pad_to_max");
-  o.bucket = j.at("bucket");
-  o.bad_rows = j.at("bad_rows");
-  o.max_train = j.at("max_train");
-  o.max_dev = j.at("max_dev");
-  o.metric = j.at("metric");
-  o.dropout = j.at("dropout");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.eval_batch_size = j.at("eval_batch_size");
-  o.epochs = j.at("epochs");
-  o.warmup_ratio = j.at("warmup_ratio");
-  o.optim = optim_from_json(j);
-  o.seed = j.at("seed");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
-  return o;
-}
 
 namespace {
 
@@ -171,6 +82,150 @@ double mean_length(const std::vector<std::vector<int32_t>>& seqs) {
   return seqs.empty() ? 0 : s / seqs.size();
 }
 
+
+// Classification steps over length-bucketed batches: the finetuning task of the loop.
+class ClassifyTask final : public TrainTask {
+ public:
+  // The run's encoded data and what its folders record.
+  struct Data {
+    const std::vector<std::vector<int32_t>>& train_x;
+    const std::vector<int32_t>& train_y;
+    const std::vector<int64_t>& lengths;  // of train_x
+    const std::vector<std::vector<int32_t>>& dev_x;  // empty: no dev data
+    const std::vector<int32_t>& dev_y;
+    const LabelMap& labels;
+    const TaskInfo& task;
+    const std::string& metric;  // accuracy or f1
+    const std::string& tok_path;
+    int64_t steps_per_epoch, max_len;
+  };
+  ClassifyTask(Model& model, const FinetuneOptions& opt, TrainLoop& loop, const Data& d)
+      : model_(model), opt_(opt), loop_(loop), d_(d) {}
+
+  // The best model so far, from a resumed checkpoint's state (null: none).
+  void restore(const json& state) {
+    if (state.is_null()) return;
+    best = state.value("best_metric", -1.0);
+    best_step = state.value("best_step", int64_t{0});
+  }
+
+  int64_t begin_step(int64_t step) override {
+    const int64_t epoch = step / d_.steps_per_epoch;
+    if (epoch != plan_epoch_) {
+      plan_ = epoch_batches(d_.lengths, opt_.batch_size, opt_.bucket, opt_.seed, epoch);
+      plan_epoch_ = epoch;
+    }
+    // The epoch's last step may have fewer micro-batches.
+    first_ = (step % d_.steps_per_epoch) * opt_.grad_accum;
+    const int64_t last =
+        std::min<int64_t>(first_ + opt_.grad_accum, static_cast<int64_t>(plan_.size()));
+    step_examples_ = 0;
+    for (int64_t mb = first_; mb < last; ++mb)
+      step_examples_ += static_cast<int64_t>(plan_[mb].size());
+    return last - first_;
+  }
+
+  double micro_batch(int64_t, int64_t micro, uint64_t dropout_seed, LogWindow& w) override {
+    const Config& cfg = model_.config();
+    const std::vector<int64_t>& which = plan_[first_ + micro];
+    make_padded_batch(d_.train_x, which, static_cast<int32_t>(cfg.pad_id),
+                      opt_.pad_to_max ? d_.max_len : 0, &pb_);
+    std::vector<int32_t> y(which.size());
+    for (size_t b = 0; b < which.size(); ++b) y[b] = d_.train_y[which[b]];
+    model_.forward(Batch{pb_.ids.data(), pb_.mask.data(), pb_.B, pb_.N}, true, dropout_seed);
+    logits_.resize(pb_.B * cfg.num_classes);
+    model_.cls_logits(logits_.data());
+    // Weight by the micro-batch's share of the step's examples: the step's gradient is the
+    // mean over all its examples.
+    const float weight = static_cast<float>(pb_.B) / static_cast<float>(step_examples_);
+    const double l = model_.cls_loss(y.data(), true, weight);
+    model_.backward();
+    for (int64_t b = 0; b < pb_.B; ++b) {
+      const float* lb = logits_.data() + b * cfg.num_classes;
+      w.correct += (std::max_element(lb, lb + cfg.num_classes) - lb) == y[b];
+    }
+    w.examples += pb_.B;
+    total_examples += static_cast<double>(pb_.B);
+    return l / static_cast<double>(step_examples_);
+  }
+
+  void progress(const Progress& p, json& record) override {
+    const LogWindow& w = *p.window;
+    const double eps = w.examples / std::max(w.time, 1e-9);
+    const double acc = static_cast<double>(w.correct) / std::max<int64_t>(w.examples, 1);
+    record["epoch"] = static_cast<double>(p.done) / d_.steps_per_epoch;
+    record["accuracy"] = acc;
+    record["examples_per_s"] = eps;
+    record["activation_bytes"] = model_.activation_bytes();
+    say(opt_.quiet,
+        "epoch %lld/%lld | step %lld/%lld | loss %.4f | acc %.1f%% | %.1f ex/s | lr %.2e | "
+        "act %.0f MB | %s elapsed, %s left\n",
+        static_cast<long long>((p.done - 1) / d_.steps_per_epoch + 1),
+        static_cast<long long>(opt_.epochs), static_cast<long long>(p.done),
+        static_cast<long long>(p.total), p.mean_loss, 100 * acc, eps, p.lr,
+        model_.activation_bytes() / 1048576.0, format_duration(p.elapsed).c_str(),
+        format_duration(p.left).c_str());
+  }
+
+  // On the dev data, keeping the best model in RUN/best; without dev data the latest
+  // evaluated model is kept there.
+  void evaluate(int64_t done) override {
+    const fs::path best_dir = fs::path(opt_.out) / "best";
+    if (d_.dev_x.empty()) {
+      save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(),
+                             json{{"step", done}});
+      best_step = done;
+      return;
+    }
+    Stopwatch t;
+    const std::vector<float> probs = predict_probs(model_, d_.dev_x, opt_.eval_batch_size, true);
+    const ClassifyMetrics m =
+        compute_metrics(probs, d_.dev_y, d_.labels.size(), d_.labels.positive);
+    const double value = d_.metric == "f1" ? m.f1 : m.accuracy;
+    const double epoch = static_cast<double>(done) / d_.steps_per_epoch;
+    loop_.log().write({{"step", done}, {"epoch", epoch}, {"split", "dev"}, {"loss", m.loss},
+                       {"accuracy", m.accuracy}, {"f1", m.f1}, {"eval_s", t.seconds()},
+                       {"activation_bytes", model_.activation_bytes()}});
+    say(opt_.quiet, "dev @ step %lld (epoch %.2f) | loss %.4f | accuracy %.2f%% | F1 %.2f%% | %s",
+        static_cast<long long>(done), epoch, m.loss, 100 * m.accuracy, 100 * m.f1,
+        format_duration(t.seconds()).c_str());
+    last_dev = m.to_json(d_.labels);
+    if (value > best) {
+      best = value;
+      best_step = done;
+      json extra = last_dev;
+      extra["step"] = done;
+      extra["epoch"] = epoch;
+      save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(), extra);
+      say(opt_.quiet, " | new best %s, saved %s\n", d_.metric.c_str(), best_dir.string().c_str());
+    } else {
+      say(opt_.quiet, " | best %.2f%% at step %lld\n", 100 * best,
+          static_cast<long long>(best_step));
+    }
+    write_plot(opt_.out, loop_.log().path(), d_.metric);
+  }
+
+  json checkpoint_state() const override {
+    return json{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}};
+  }
+
+  double best = -1;          // the best dev metric so far
+  int64_t best_step = 0;     // and its step
+  json last_dev;             // metrics of the last dev evaluation
+  double total_examples = 0;  // trained on in this session
+
+ private:
+  Model& model_;
+  const FinetuneOptions& opt_;
+  TrainLoop& loop_;  // its metrics log
+  const Data d_;
+  std::vector<std::vector<int64_t>> plan_;  // micro-batches of epoch plan_epoch_
+  int64_t plan_epoch_ = -1;
+  int64_t first_ = 0, step_examples_ = 0;  // the step's first micro-batch, its examples
+  PaddedBatch pb_;
+  std::vector<float> logits_;
+};
+
 }  // namespace
 
 FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
@@ -204,16 +259,13 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
                                      {"--tokenizer", opt.tokenizer}});
   create_run_folder(opt.out);
   std::error_code ec;
-  auto say = [&](const char* fmt, auto... a) {
-    if (!opt.quiet) std::fprintf(stderr, fmt, a...);
-  };
   const BadRows policy = opt.bad_rows == "skip" ? BadRows::skip : BadRows::stop;
   auto report_bad = [&](const ClassifyData& d, const std::string& what) {
     if (d.bad_rows == 0) return;
-    say("%s: skipped %lld bad row(s)\n", what.c_str(), static_cast<long long>(d.bad_rows));
-    for (const std::string& m : d.bad_messages) say("  %s\n", m.c_str());
+    say(opt.quiet, "%s: skipped %lld bad row(s)\n", what.c_str(), static_cast<long long>(d.bad_rows));
+    for (const std::string& m : d.bad_messages) say(opt.quiet, "  %s\n", m.c_str());
     if (d.bad_rows > static_cast<int64_t>(d.bad_messages.size()))
-      say("  ... and %lld more\n", static_cast<long long>(d.bad_rows - d.bad_messages.size()));
+      say(opt.quiet, "  ... and %lld more\n", static_cast<long long>(d.bad_rows - d.bad_messages.size()));
   };
 
   // ---- Data and labels ----
@@ -253,10 +305,10 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     std::string dist;
     for (int64_t c = 0; c < labels.size(); ++c)
       dist += (c ? ", " : "") + labels.names[c] + " " + std::to_string(count[c]);
-    say("data: %s format (%s), %zu training examples (%s)", train.format.c_str(),
+    say(opt.quiet, "data: %s format (%s), %zu training examples (%s)", train.format.c_str(),
         train.pairs ? "sentence pairs" : "single texts", train.examples.size(), dist.c_str());
-    if (have_dev) say(", %zu dev examples (%s format)", dev.examples.size(), dev.format.c_str());
-    say("\n");
+    if (have_dev) say(opt.quiet, ", %zu dev examples (%s format)", dev.examples.size(), dev.format.c_str());
+    say(opt.quiet, "\n");
   }
 
   // ---- Tokenizer ----
@@ -282,7 +334,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
           if (!e.b.empty()) put(e.b);
         }
       });
-      say("tokenizer: training %s, %lld pieces, on the %zu training texts\n",
+      say(opt.quiet, "tokenizer: training %s, %lld pieces, on the %zu training texts\n",
           opt.tokenizer_type.c_str(), static_cast<long long>(opt.vocab_size), train.examples.size());
       TokenizerTrainOptions to;
       to.vocab_size = opt.vocab_size;
@@ -333,7 +385,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   for (const auto& s : train_x) cut += static_cast<int64_t>(s.size()) == max_len;
   char dev_len[64] = "";
   if (have_dev) std::snprintf(dev_len, sizeof dev_len, ", %.1f (dev)", mean_length(dev_x));
-  say("encoded in %s: mean length %.1f tokens (train)%s; %lld of %zu training examples reach "
+  say(opt.quiet, "encoded in %s: mean length %.1f tokens (train)%s; %lld of %zu training examples reach "
       "max_len %lld (truncation: %s)\n",
       format_duration(enc_clock.seconds()).c_str(), mean_length(train_x), dev_len,
       static_cast<long long>(cut), train_x.size(), static_cast<long long>(max_len),
@@ -348,11 +400,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     std::vector<std::string> fresh;
     load_pretrained_encoder(model, (fs::path(opt.init_from) / "model.safetensors").string(),
                             opt.seed, &fresh);
-    say("model: %s from %s (%zu tensors freshly initialised: the classifier%s)\n",
+    say(opt.quiet, "model: %s from %s (%zu tensors freshly initialised: the classifier%s)\n",
         to_string(cfg.attention), opt.init_from.c_str(), fresh.size(),
         fresh.size() > 4 ? " and projections/MLM head absent from the file" : "");
   } else {
-    say("model: %s, trained from scratch (no pretrained checkpoint)\n", to_string(cfg.attention));
+    say(opt.quiet, "model: %s, trained from scratch (no pretrained checkpoint)\n", to_string(cfg.attention));
   }
   const int64_t micro_per_epoch = (static_cast<int64_t>(train_x.size()) + opt.batch_size - 1) / opt.batch_size;
   const int64_t steps_per_epoch = (micro_per_epoch + opt.grad_accum - 1) / opt.grad_accum;
@@ -363,180 +415,48 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   AdamW adam(model, opt.optim);
   {
     const int64_t N = opt.pad_to_max ? max_len : std::min<int64_t>(max_len, *std::max_element(lengths.begin(), lengths.end()));
-    say("model: %s attention%s, %lld layers, d %lld, n %lld, %zu parameters; %lld classes (%s)\n",
+    say(opt.quiet, "model: %s attention%s, %lld layers, d %lld, n %lld, %zu parameters; %lld classes (%s)\n",
         to_string(cfg.attention),
         cfg.is_linformer() ? (" (k " + std::to_string(cfg.k_of(0)) + ", sharing " + to_string(cfg.sharing) + ")").c_str() : "",
         static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.d_model),
         static_cast<long long>(cfg.max_len), model.num_params(),
         static_cast<long long>(labels.size()), metric.c_str());
-    say("memory: training activations for the longest batch (%lld x %lld): %.1f MB\n",
+    say(opt.quiet, "memory: training activations for the longest batch (%lld x %lld): %.1f MB\n",
         static_cast<long long>(opt.batch_size), static_cast<long long>(N),
         model.forward_bytes(opt.batch_size, N, true, true) / 1048576.0);
   }
 
-  int64_t start = 0;
-  double best = -1;
-  int64_t best_step = 0;
-  LogWindow win;  // the progress window in flight at the checkpoint, if any
-  if (resume) {
-    const json st = resume_latest(opt.out, model, adam, opt.quiet);
-    if (!st.is_null()) {
-      start = st.at("step").get<int64_t>();
-      best = st.value("best_metric", -1.0);
-      best_step = st.value("best_step", int64_t{0});
-      win.load(st);
-    }
-  } else {
+  LoopOptions lo = loop_options("finetune", opt, total_steps);
+  lo.epoch_steps = steps_per_epoch;
+  lo.stop_after = opt.stop_after;
+  lo.checkpoint_at_eval = true;
+  lo.keep_checkpoints = 1;
+  TrainLoop loop(model, adam, lo);
+  const json resumed = loop.start(resume);
+  if (!resume) {
     write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
     save_labels(opt.out, labels, task);
     cfg.save((run / "config.json").string());
   }
-  MetricsLog log((run / "metrics.jsonl").string(), resume ? start : -1);
-
-  FinetuneResult res;
-  res.total_steps = total_steps;
-  res.metric = metric;
-  auto evaluate_dev = [&](int64_t step) {
-    Stopwatch t;
-    const std::vector<float> probs = predict_probs(model, dev_x, opt.eval_batch_size, true);
-    const ClassifyMetrics m = compute_metrics(probs, dev_y, labels.size(), labels.positive);
-    const double value = metric == "f1" ? m.f1 : m.accuracy;
-    const double epoch = static_cast<double>(step) / steps_per_epoch;
-    json rec{{"step", step}, {"epoch", epoch}, {"split", "dev"}, {"loss", m.loss},
-             {"accuracy", m.accuracy}, {"f1", m.f1}, {"eval_s", t.seconds()},
-             {"activation_bytes", model.activation_bytes()}};
-    log.write(rec);
-    say("dev @ step %lld (epoch %.2f) | loss %.4f | accuracy %.2f%% | F1 %.2f%% | %s",
-        static_cast<long long>(step), epoch, m.loss, 100 * m.accuracy, 100 * m.f1,
-        format_duration(t.seconds()).c_str());
-    res.last_dev = m.to_json(labels);
-    if (value > best) {
-      best = value;
-      best_step = step;
-      json extra = res.last_dev;
-      extra["step"] = step;
-      extra["epoch"] = epoch;
-      save_classifier_folder(model, tok_path, labels, task, (run / "best").string(), extra);
-      say(" | new best %s, saved %s\n", metric.c_str(), (run / "best").string().c_str());
-    } else {
-      say(" | best %.2f%% at step %lld\n", 100 * best, static_cast<long long>(best_step));
-    }
-    write_plot(opt.out, log.path(), metric);
-  };
-
-  Stopwatch clock;
-  std::vector<std::vector<int64_t>> plan;
-  int64_t plan_epoch = -1;
-  PaddedBatch pb;
-  std::vector<float> logits;
-  double total_examples = 0;
-  int64_t step = start;
-  bool stopped_early = false;
-  for (; step < total_steps; ++step) {
-    Stopwatch st;
-    const int64_t epoch = step / steps_per_epoch;
-    if (epoch != plan_epoch) {
-      plan = epoch_batches(lengths, opt.batch_size, opt.bucket, opt.seed, epoch);
-      plan_epoch = epoch;
-    }
-    model.zero_grad();
-    const int64_t first = (step % steps_per_epoch) * opt.grad_accum;
-    const int64_t last = std::min<int64_t>(first + opt.grad_accum, static_cast<int64_t>(plan.size()));
-    int64_t step_examples = 0;
-    for (int64_t mb = first; mb < last; ++mb) step_examples += static_cast<int64_t>(plan[mb].size());
-    double step_loss = 0;
-    for (int64_t mb = first; mb < last; ++mb) {
-      const std::vector<int64_t>& which = plan[mb];
-      make_padded_batch(train_x, which, static_cast<int32_t>(cfg.pad_id),
-                        opt.pad_to_max ? max_len : 0, &pb);
-      std::vector<int32_t> y(which.size());
-      for (size_t b = 0; b < which.size(); ++b) y[b] = train_y[which[b]];
-      const uint64_t dseed = mix64(opt.seed ^ mix64(static_cast<uint64_t>(step * opt.grad_accum + (mb - first))));
-      model.forward(Batch{pb.ids.data(), pb.mask.data(), pb.B, pb.N}, true, dseed);
-      logits.resize(pb.B * cfg.num_classes);
-      model.cls_logits(logits.data());
-      // Weight by the micro-batch's share of the step's examples: the step's gradient is the
-      // mean over all its examples.
-      const float w = static_cast<float>(pb.B) / static_cast<float>(step_examples);
-      const double l = model.cls_loss(y.data(), true, w);
-      model.backward();
-      step_loss += l / static_cast<double>(step_examples);
-      for (int64_t b = 0; b < pb.B; ++b) {
-        const float* lb = logits.data() + b * cfg.num_classes;
-        win.correct += (std::max_element(lb, lb + cfg.num_classes) - lb) == y[b];
-      }
-    }
-    const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
-    check_step_finite("finetune", step_loss, gnorm, step + 1, opt.out);
-    const float lr = lr_at(opt.optim, step);
-    adam.step(lr);
-    win.examples += step_examples;
-    total_examples += static_cast<double>(step_examples);
-    win.add_step(step_loss, st.seconds());
-    const int64_t done = step + 1;
-    const bool epoch_end = done % steps_per_epoch == 0;
-    res.steps_done = done;
-    if (done % opt.log_every == 0 || epoch_end || done == total_steps) {
-      const double mean = win.mean_loss();
-      const double eps = win.examples / std::max(win.time, 1e-9);
-      const double left = (total_steps - done) * win.seconds_per_step();
-      const double acc = static_cast<double>(win.correct) / std::max<int64_t>(win.examples, 1);
-      log.write({{"step", done},
-                 {"epoch", static_cast<double>(done) / steps_per_epoch},
-                 {"split", "train"},
-                 {"loss", mean},
-                 {"accuracy", acc},
-                 {"lr", lr},
-                 {"grad_norm", gnorm},
-                 {"examples_per_s", eps},
-                 {"activation_bytes", model.activation_bytes()},
-                 {"elapsed_s", clock.seconds()}});
-      say("epoch %lld/%lld | step %lld/%lld | loss %.4f | acc %.1f%% | %.1f ex/s | lr %.2e | "
-          "act %.0f MB | %s elapsed, %s left\n",
-          static_cast<long long>(epoch + 1), static_cast<long long>(opt.epochs),
-          static_cast<long long>(done), static_cast<long long>(total_steps), mean, 100 * acc, eps,
-          lr, model.activation_bytes() / 1048576.0, format_duration(clock.seconds()).c_str(),
-          format_duration(left).c_str());
-      win.clear();
-    }
-    const bool time_up = (opt.time_limit > 0 && clock.seconds() >= opt.time_limit) ||
-                         (opt.stop_after > 0 && done - start >= opt.stop_after);
-    const bool eval_now = (opt.eval_every > 0 && done % opt.eval_every == 0) || epoch_end ||
-                          done == total_steps;
-    if (eval_now) {
-      if (have_dev) {
-        evaluate_dev(done);
-      } else {
-        // Without dev data the latest epoch's model is kept as best/.
-        save_classifier_folder(model, tok_path, labels, task, (run / "best").string(),
-                               json{{"step", done}});
-        best_step = done;
-      }
-    }
-    if (eval_now || time_up || (opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0)) {
-      json state{{"kind", "finetune"}, {"best_metric", best}, {"best_step", best_step}};
-      win.save(state);
-      save_checkpoint(opt.out, done, model, adam, state, 1);
-    }
-    if (time_up && done < total_steps) {
-      say("stopping after %lld steps (time or step limit); continue with `linformer finetune --out %s "
-          "--resume`\n",
-          static_cast<long long>(done), opt.out.c_str());
-      stopped_early = true;
-      ++step;
-      break;
-    }
-  }
-  if (!stopped_early) {
+  ClassifyTask cls(model, opt, loop,
+                   {train_x, train_y, lengths, dev_x, dev_y, labels, task, metric, tok_path,
+                    steps_per_epoch, max_len});
+  cls.restore(resumed);
+  const LoopResult ran = loop.run(cls);
+  if (!ran.stopped) {
     const std::string final_dir = (run / "model").string();
     save_classifier_folder(model, tok_path, labels, task, final_dir);
   }
-  res.steps_done = std::min(step, total_steps);
-  res.best_metric = have_dev ? best : -1;
-  res.best_step = best_step;
-  res.best_epoch = static_cast<double>(best_step) / steps_per_epoch;
-  res.seconds = clock.seconds();
-  res.examples_per_second = total_examples / std::max(res.seconds, 1e-9);
+  FinetuneResult res;
+  res.total_steps = total_steps;
+  res.metric = metric;
+  res.last_dev = cls.last_dev;
+  res.steps_done = ran.steps_done;
+  res.best_metric = have_dev ? cls.best : -1;
+  res.best_step = cls.best_step;
+  res.best_epoch = static_cast<double>(cls.best_step) / steps_per_epoch;
+  res.seconds = loop.seconds();
+  res.examples_per_second = cls.total_examples / std::max(res.seconds, 1e-9);
   res.activation_bytes = model.activation_bytes();
   return res;
 }

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/limits.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
 #include "io/json_read.h"
@@ -16,85 +15,12 @@
 #include "linformer/rng.h"
 #include "linformer/tokenizer.h"
 #include "train/run_io.h"
+#include "train/train_loop.h"
 
 namespace lf {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-void PretrainOptions::validate() const {
-  check_below("--valid-fraction", valid_fraction, 0.0, 1.0);
-  check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
-  check_range("--seq-len", seq_len, int64_t{0}, limits::kMaxLen);
-  check_range("--batch-size", batch_size, int64_t{1}, limits::kMaxBatch);
-  check_range("--grad-accum", grad_accum, int64_t{1}, limits::kMaxBatch);
-  check_range("--steps", steps, int64_t{1}, limits::kMaxSteps);
-  LF_CHECK(mask_prob > 0 && mask_prob < 1, "--mask-prob must be in (0, 1), got ", mask_prob);
-  check_range("--log-every", log_every, int64_t{1}, limits::kMaxSteps);
-  check_range("--eval-every", eval_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--eval-batches", eval_batches, int64_t{1}, limits::kMaxSteps);
-  check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
-  check_range("--time-limit", time_limit, 0.0, 1e9);
-  optim.validate();
-}
-
-json PretrainOptions::to_json() const {
-  json j{{"train", train},
-         {"valid", valid},
-         {"valid_fraction", valid_fraction},
-         {"out", out},
-         {"config", config},
-         {"sets", sets},
-         {"init_from", init_from},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"cache_dir", cache_dir},
-         {"seq_len", seq_len},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"steps", steps},
-         {"seed", seed},
-         {"mask_prob", mask_prob},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"eval_batches", eval_batches},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit},
-         {"bf16", bf16}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
-PretrainOptions PretrainOptions::from_json(const json& j) {
-  PretrainOptions o;
-  o.train = j.at("train").get<std::vector<std::string>>();
-  o.valid = j.at("valid").get<std::vector<std::string>>();
-  o.valid_fraction = j.at("valid_fraction");
-  o.out = j.at("out");
-  o.config = j.at("config");
-  o.sets = j.value("sets", std::vector<std::string>{});
-  o.init_from = j.at("init_from");
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.cache_dir = j.at("cache_dir");
-  o.seq_len = j.at("seq_len");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.steps = j.at("steps");
-  o.optim = optim_from_json(j);
-  o.optim.total_steps = o.steps;
-  o.seed = j.at("seed");
-  o.mask_prob = j.at("mask_prob");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.eval_batches = j.at("eval_batches");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
-  o.bf16 = j.value("bf16", false);
-  return o;
-}
 
 namespace {
 
@@ -112,6 +38,98 @@ void write_loss_plot(const std::string& run_dir, const std::string& metrics_path
   po.y_label = "cross-entropy (nats)";
   write_svg_line_plot((fs::path(run_dir) / "loss.svg").string(), {tr, va}, po);
 }
+
+
+// Masked-language-model steps over packed sequences: the pretraining task of the loop.
+class MlmTask final : public TrainTask {
+ public:
+  MlmTask(Model& model, const PretrainOptions& opt, const PackedSequences& train,
+          const PackedSequences& valid, const MaskingOptions& mo, int64_t n, TrainLoop& loop)
+      : model_(model), opt_(opt), train_(train), valid_(valid), mo_(mo), n_(n), loop_(loop) {}
+
+  int64_t begin_step(int64_t) override { return opt_.grad_accum; }
+
+  double micro_batch(int64_t step, int64_t micro, uint64_t dropout_seed, LogWindow& w) override {
+    // Sequence g of the run is position g % S of epoch g / S's order.
+    const int64_t S = train_.count();
+    std::vector<int64_t> which, epochs;
+    for (int64_t b = 0; b < opt_.batch_size; ++b) {
+      const int64_t g = (step * opt_.grad_accum + micro) * opt_.batch_size + b;
+      const int64_t epoch = g / S;
+      epochs.push_back(epoch);
+      if (epoch != order_epoch_) {
+        order_ = epoch_order(S, opt_.seed, epoch);
+        order_epoch_ = epoch;
+      }
+      which.push_back(order_[g % S]);
+    }
+    make_mlm_batch(train_, which, epochs, mo_, opt_.seed, &batch_);
+    model_.forward(Batch{batch_.ids.data(), batch_.mask.data(), opt_.batch_size, n_}, true,
+                   dropout_seed);
+    int64_t c = 0;
+    const double l =
+        model_.mlm_loss(batch_.labels.data(), true, 1.f / static_cast<float>(opt_.grad_accum), &c);
+    model_.backward();
+    w.tokens += static_cast<double>(batch_.real_tokens);
+    total_tokens += static_cast<double>(batch_.real_tokens);
+    return (c ? l / c : 0.0) / static_cast<double>(opt_.grad_accum);
+  }
+
+  void progress(const Progress& p, json& record) override {
+    const double tps = p.window->tokens / std::max(p.window->time, 1e-9);
+    record["ppl"] = std::exp(p.mean_loss);
+    record["tokens_per_s"] = tps;
+    say(opt_.quiet,
+        "step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left\n",
+        static_cast<long long>(p.done), static_cast<long long>(p.total), p.mean_loss,
+        std::exp(p.mean_loss), tps, p.lr, format_duration(p.elapsed).c_str(),
+        format_duration(p.left).c_str());
+  }
+
+  // Mean loss over the first eval_batches validation batches, with fixed masks.
+  void evaluate(int64_t done) override {
+    const int64_t count = std::min(valid_.count(), opt_.eval_batches * opt_.batch_size);
+    double total = 0;
+    int64_t tokens = 0;
+    MlmBatch vb;
+    for (int64_t i0 = 0; i0 < count; i0 += opt_.batch_size) {
+      std::vector<int64_t> which;
+      for (int64_t i = i0; i < std::min(count, i0 + opt_.batch_size); ++i) which.push_back(i);
+      // Fixed masks (epoch -1) so every evaluation sees the same task.
+      make_mlm_batch(valid_, which, std::vector<int64_t>(which.size(), -1), mo_, opt_.seed, &vb);
+      model_.forward(
+          Batch{vb.ids.data(), vb.mask.data(), static_cast<int64_t>(which.size()), n_}, false);
+      int64_t c = 0;
+      total += model_.mlm_loss(vb.labels.data(), false, 1.f, &c);
+      tokens += c;
+    }
+    last_valid = tokens ? total / tokens : 0.0;
+    loop_.log().write({{"step", done},
+                       {"split", "valid"},
+                       {"loss", last_valid},
+                       {"ppl", std::exp(last_valid)},
+                       {"elapsed_s", loop_.seconds()}});
+    say(opt_.quiet, "valid @ %lld | loss %.4f | ppl %.2f\n", static_cast<long long>(done),
+        last_valid, std::exp(last_valid));
+    write_loss_plot(opt_.out, loop_.log().path());
+  }
+
+  json checkpoint_state() const override { return json{{"kind", "pretrain"}}; }
+
+  double last_valid = 0;    // loss of the last evaluation
+  double total_tokens = 0;  // real tokens trained on in this session
+
+ private:
+  Model& model_;
+  const PretrainOptions& opt_;
+  const PackedSequences &train_, &valid_;
+  const MaskingOptions& mo_;
+  const int64_t n_;  // tokens per sequence
+  TrainLoop& loop_;  // its metrics log and clock
+  MlmBatch batch_;
+  std::vector<int64_t> order_;  // the data order of epoch order_epoch_
+  int64_t order_epoch_ = -1;
+};
 
 }  // namespace
 
@@ -141,9 +159,6 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
   create_run_folder(opt.out);
   std::error_code ec;
-  auto say = [&](const char* fmt, auto... a) {
-    if (!opt.quiet) std::fprintf(stderr, fmt, a...);
-  };
 
   // Tokenizer: given, saved in the run, or trained on the training corpus.
   const std::vector<std::string> train_files = list_corpus_files(opt.train);
@@ -155,7 +170,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       fs::copy_file(opt.tokenizer, tok_tmp, fs::copy_options::overwrite_existing, ec);
       LF_CHECK(!ec, "cannot copy tokenizer ", opt.tokenizer, ": ", ec.message());
     } else {
-      say("tokenizer: training %s, %lld pieces, on %zu file(s)\n", opt.tokenizer_type.c_str(),
+      say(opt.quiet, "tokenizer: training %s, %lld pieces, on %zu file(s)\n", opt.tokenizer_type.c_str(),
           static_cast<long long>(opt.vocab_size), train_files.size());
       TokenizerTrainOptions to;
       to.vocab_size = opt.vocab_size;
@@ -196,7 +211,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     split_stream(train_stream, n, opt.valid_fraction, &train_seqs, &valid_seqs);
   }
   const int64_t S = train_seqs.count();
-  say("data: %lld training sequences of %lld tokens, %lld validation sequences\n",
+  say(opt.quiet, "data: %lld training sequences of %lld tokens, %lld validation sequences\n",
       static_cast<long long>(S), static_cast<long long>(n),
       static_cast<long long>(valid_seqs.count()));
 
@@ -210,139 +225,34 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     model.init(opt.seed);
   }
   AdamW adam(model, opt.optim);
-  int64_t start = 0;
-  json resume_state;  // state.json of the checkpoint resumed from
-  if (resume) {
-    resume_state = resume_latest(opt.out, model, adam, opt.quiet);
-    if (!resume_state.is_null()) start = resume_state.at("step").get<int64_t>();
-  } else {
+  LoopOptions lo = loop_options("pretrain", opt, opt.steps);
+  lo.evaluate_at_stop = true;
+  TrainLoop loop(model, adam, lo);
+  loop.start(resume);
+  if (!resume) {
     write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
     cfg.save((run / "config.json").string());
   }
-  MetricsLog log((run / "metrics.jsonl").string(), resume ? start : -1);
 
   MaskingOptions mo;
   mo.mask_prob = opt.mask_prob;
   mo.vocab_size = cfg.vocab_size;
   mo.mask_id = Tokenizer::kMask;
   mo.first_normal_id = Tokenizer::kNumSpecial;
-
-  auto evaluate = [&]() {
-    const int64_t count = std::min(valid_seqs.count(), opt.eval_batches * opt.batch_size);
-    double total = 0;
-    int64_t tokens = 0;
-    MlmBatch vb;
-    for (int64_t i0 = 0; i0 < count; i0 += opt.batch_size) {
-      std::vector<int64_t> which;
-      for (int64_t i = i0; i < std::min(count, i0 + opt.batch_size); ++i) which.push_back(i);
-      // Fixed masks (epoch -1) so every evaluation sees the same task.
-      make_mlm_batch(valid_seqs, which, std::vector<int64_t>(which.size(), -1), mo, opt.seed, &vb);
-      model.forward(Batch{vb.ids.data(), vb.mask.data(), static_cast<int64_t>(which.size()), n},
-                    false);
-      int64_t c = 0;
-      total += model.mlm_loss(vb.labels.data(), false, 1.f, &c);
-      tokens += c;
-    }
-    return tokens ? total / tokens : 0.0;
-  };
-
-  PretrainResult res;
-  Stopwatch clock;
-  const int64_t per_step = opt.batch_size * opt.grad_accum;
-  MlmBatch batch;
-  std::vector<int64_t> order;
-  int64_t order_epoch = -1;
-  LogWindow window;  // the progress window in flight at the checkpoint, if any
-  window.load(resume_state);
-  double total_tokens = 0;
-  double last_valid = 0;
-  int64_t step = start;
-  for (; step < opt.steps; ++step) {
-    Stopwatch st;
-    model.zero_grad();
-    double step_loss = 0;
-    for (int64_t micro = 0; micro < opt.grad_accum; ++micro) {
-      std::vector<int64_t> which, epochs;
-      for (int64_t b = 0; b < opt.batch_size; ++b) {
-        const int64_t g = step * per_step + micro * opt.batch_size + b;
-        const int64_t epoch = g / S;
-        epochs.push_back(epoch);
-        if (epoch != order_epoch) {
-          order = epoch_order(S, opt.seed, epoch);
-          order_epoch = epoch;
-        }
-        which.push_back(order[g % S]);
-      }
-      make_mlm_batch(train_seqs, which, epochs, mo, opt.seed, &batch);
-      const uint64_t dseed = mix64(opt.seed ^ mix64(static_cast<uint64_t>(step * opt.grad_accum + micro)));
-      model.forward(Batch{batch.ids.data(), batch.mask.data(), opt.batch_size, n}, true, dseed);
-      int64_t c = 0;
-      const double l =
-          model.mlm_loss(batch.labels.data(), true, 1.f / static_cast<float>(opt.grad_accum), &c);
-      model.backward();
-      step_loss += (c ? l / c : 0.0) / static_cast<double>(opt.grad_accum);
-      window.tokens += static_cast<double>(batch.real_tokens);
-      total_tokens += static_cast<double>(batch.real_tokens);
-    }
-    const double gnorm = clip_grad_norm(model, opt.optim.clip_norm);
-    check_step_finite("pretrain", step_loss, gnorm, step + 1, opt.out);
-    const float lr = lr_at(opt.optim, step);
-    adam.step(lr);
-    window.add_step(step_loss, st.seconds());
-    const int64_t done = step + 1;
-    res.final_train_loss = step_loss;
-    if (done % opt.log_every == 0 || done == opt.steps) {
-      const double mean = window.mean_loss();
-      const double tps = window.tokens / std::max(window.time, 1e-9);
-      const double left = (opt.steps - done) * window.seconds_per_step();
-      log.write({{"step", done},
-                 {"split", "train"},
-                 {"loss", mean},
-                 {"ppl", std::exp(mean)},
-                 {"lr", lr},
-                 {"grad_norm", gnorm},
-                 {"tokens_per_s", tps},
-                 {"elapsed_s", clock.seconds()}});
-      say("step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left\n",
-          static_cast<long long>(done), static_cast<long long>(opt.steps), mean, std::exp(mean),
-          tps, lr, format_duration(clock.seconds()).c_str(), format_duration(left).c_str());
-      window.clear();
-    }
-    const bool time_up = opt.time_limit > 0 && clock.seconds() >= opt.time_limit;
-    if ((opt.eval_every > 0 && done % opt.eval_every == 0) || done == opt.steps || time_up) {
-      last_valid = evaluate();
-      log.write({{"step", done},
-                 {"split", "valid"},
-                 {"loss", last_valid},
-                 {"ppl", std::exp(last_valid)},
-                 {"elapsed_s", clock.seconds()}});
-      say("valid @ %lld | loss %.4f | ppl %.2f\n", static_cast<long long>(done), last_valid,
-          std::exp(last_valid));
-      write_loss_plot(opt.out, log.path());
-    }
-    if ((opt.checkpoint_every > 0 && done % opt.checkpoint_every == 0) || done == opt.steps ||
-        time_up) {
-      json state{{"kind", "pretrain"}};
-      window.save(state);
-      save_checkpoint(opt.out, done, model, adam, state);
-    }
-    if (time_up) {
-      say("time limit reached after %lld steps; resume with --resume\n",
-          static_cast<long long>(done));
-      ++step;
-      break;
-    }
-  }
+  MlmTask task(model, opt, train_seqs, valid_seqs, mo, n, loop);
+  const LoopResult ran = loop.run(task);
   // The final model, ready for finetuning or inference.
   const std::string final_dir = (run / "model").string();
   save_model(model, final_dir);
   fs::copy_file(tok_path, fs::path(final_dir) / "tokenizer.model",
                 fs::copy_options::overwrite_existing, ec);
-  res.steps_done = step;
-  res.final_valid_loss = last_valid;
-  res.final_valid_ppl = std::exp(last_valid);
-  res.seconds = clock.seconds();
-  res.tokens_per_second = total_tokens / std::max(res.seconds, 1e-9);
+  PretrainResult res;
+  res.steps_done = ran.steps_done;
+  res.final_train_loss = ran.last_loss;
+  res.final_valid_loss = task.last_valid;
+  res.final_valid_ppl = std::exp(task.last_valid);
+  res.seconds = loop.seconds();
+  res.tokens_per_second = task.total_tokens / std::max(res.seconds, 1e-9);
   return res;
 }
 

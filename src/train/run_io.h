@@ -1,6 +1,7 @@
 // Resumable checkpoints of the training runs (the rest of a run folder: linformer/run.h).
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,6 +42,12 @@ void check_step_finite(const char* cmd, double loss, double grad_norm, int64_t s
 // --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
 // returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
+
+// Progress output of the training commands: printf to stderr unless quiet.
+template <typename... Args>
+void say(bool quiet, const char* fmt, Args... args) {
+  if (!quiet) std::fprintf(stderr, fmt, args...);
+}
 
 // The progress-log window: what the steps since the last progress line add up to. It is
 // saved in every checkpoint's state, so that the first line after a resume averages the same
