@@ -184,11 +184,14 @@ TEST(HostileJson, DeepNestingIsRefusedWhereverJsonIsRead) {
   EXPECT_ERROR_MENTIONS(parse_json_bounded(nested(limits::kMaxJsonDepth + 1), "x"), "nested");
 }
 
-// Found by tests/fuzz/fuzz_config: a --set value that is not JSON is kept as text, and text
-// that is not valid UTF-8 made the JSON writer throw its own exception (a crash).
-TEST(HostileJson, SetOverridesThatAreNotUtf8AreRefused) {
-  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"k=\xef"}), "valid UTF-8");
-  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"\xff\xfe=1"}), "valid UTF-8");
+// Found by tests/fuzz/fuzz_config: a --set value that is not JSON is kept as a string, and
+// one that is not UTF-8 either made the re-serialisation of the overrides throw a
+// nlohmann::json exception instead of an lf::Error naming the key.
+TEST(HostileJson, NonUtf8SetValueIsAnErrorNamingTheKey) {
+  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"k=\x82}"}), "'k' must be an integer");
+  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"attention=\xff"}), "'attention'");
+  EXPECT_ERROR_MENTIONS(Config::load_with_overrides("", {"k=\xef"}), "'k' must be an integer");
+  EXPECT_THROW(Config::load_with_overrides("", {"\xff\xfe=1"}), Error);  // an unknown key
 }
 
 TEST(HostileJson, ErrorMessagesQuoteABoundedExcerpt) {

@@ -168,8 +168,11 @@ std::string Config::to_json() const {
   return j.dump(2) + "\n";
 }
 
-Config Config::from_json(const std::string& text) {
-  const json j = parse_json_bounded(text, "config");
+namespace {
+
+// A parsed config object (the overrides are applied to the value, never re-serialised: a
+// string --set value need not be valid UTF-8, which dump() would throw on).
+Config from_value(const json& j) {
   LF_CHECK(j.is_object(), "config: expected a JSON object");
   Config c;
   auto get_int = [&](const char* key, int64_t& dst) {
@@ -256,6 +259,12 @@ Config Config::from_json(const std::string& text) {
   return c;
 }
 
+}  // namespace
+
+Config Config::from_json(const std::string& text) {
+  return from_value(parse_json_bounded(text, "config"));
+}
+
 Config Config::load(const std::string& path) {
   try {
     return from_json(read_file(path));
@@ -283,14 +292,8 @@ Config Config::load_with_overrides(const std::string& path, const std::vector<st
     }
     j[key] = std::move(v);
   }
-  std::string text;
   try {
-    text = j.dump();
-  } catch (const nlohmann::json::exception&) {  // a --set key or plain-text value
-    fail("--set: keys and values must be valid UTF-8 text");
-  }
-  try {
-    return from_json(text);
+    return from_value(j);
   } catch (const Error& e) {
     fail(path.empty() ? std::string("default config") : path,
          sets.empty() ? "" : " with --set overrides", ": ", e.what());
