@@ -201,10 +201,11 @@ TEST(ProjectionInit, PretrainWithOverridesAndFrozenProjection) {
     const float* b = fresh->param(p.name);
     bool same = true;
     for (size_t i = 0; i < p.numel; ++i) same = same && a[i] == b[i];
-    if (p.projection)
+    if (p.projection) {
       EXPECT_TRUE(same) << p.name << " moved although frozen";
-    else if (p.name.find("word_embeddings") != std::string::npos)
+    } else if (p.name.find("word_embeddings") != std::string::npos) {
       EXPECT_FALSE(same) << p.name << " did not train";
+    }
   }
   const nlohmann::json args = nlohmann::json::parse(read_file(d + "/run/train_args.json"));
   EXPECT_EQ(args.at("sets").size(), 2u);
