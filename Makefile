@@ -36,7 +36,8 @@ test:
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
 # The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g) in
-# $(SAN_BUILD); the first error aborts its test. Suppressions (third-party frames only) are in
+# $(SAN_BUILD), with the shape checks at kernel and layer entry compiled in (LINFORMER_CHECKS);
+# the first error aborts its test. Suppressions (third-party frames only) are in
 # tests/sanitizers/.
 SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp \
@@ -44,7 +45,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
 sanitize:
 	scripts/setup.sh --test
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_SANITIZE=ON \
-		-DLINFORMER_BENCH=OFF $(CMAKE_FLAGS)
+		-DLINFORMER_CHECKS=ON -DLINFORMER_BENCH=OFF $(CMAKE_FLAGS)
 	$(SAN_ENV) cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 2
 

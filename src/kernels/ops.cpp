@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
@@ -22,8 +23,8 @@ int64_t row_grain(int64_t cols) {
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
                     int64_t in, int64_t out_f, ComputeType prec) {
-  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_forward: bad shape rows=", rows,
-                 " in=", in, " out=", out_f);
+  LF_DCHECK(rows >= 0 && in > 0 && out_f > 0, "linear_forward: bad shape rows=", rows, " in=", in,
+            " out=", out_f);
   if (b) {
     parallel_for(0, rows, row_grain(out_f), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + out_f, out + r * out_f);
@@ -34,8 +35,8 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, int64_t rows, int64_t in, int64_t out_f, ComputeType prec) {
-  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_backward: bad shape rows=", rows,
-                 " in=", in, " out=", out_f);
+  LF_DCHECK(rows >= 0 && in > 0 && out_f > 0, "linear_backward: bad shape rows=", rows, " in=", in,
+            " out=", out_f);
   if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
   if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
   if (db) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -24,12 +25,12 @@ int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
 
 // Debug-build shape checks at kernel entry.
 void check(const AttnDims& d) {
-  LF_DEBUG_CHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.D == d.H * d.Dh,
-                 "attention: inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D,
-                 " H=", d.H, " Dh=", d.Dh);
+  LF_DCHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.D == d.H * d.Dh,
+            "attention: inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D,
+            " H=", d.H, " Dh=", d.Dh);
 }
 void check(const SeqProjDims& d) {
-  LF_DEBUG_CHECK(
+  LF_DCHECK(
       d.B > 0 && d.N > 0 && d.K > 0 && d.C > 0 && d.ldE >= d.N && d.ldx >= d.C && d.ldo >= d.C,
       "seq_project: inconsistent dims B=", d.B, " N=", d.N, " K=", d.K, " C=", d.C, " ldE=", d.ldE,
       " ldx=", d.ldx, " ldo=", d.ldo);
