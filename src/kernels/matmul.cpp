@@ -112,6 +112,8 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
                 ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
             "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
             " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
+  LF_DCHECK(M == 0 || N == 0 || (C && (K == 0 || (A && B))), "gemm: null operand for M=", M,
+            " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
     for (int64_t i = 0; i < M; ++i)
