@@ -37,8 +37,9 @@ test:
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
 # The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, -O1 -g)
-# in $(SAN_BUILD), together with the libFuzzer harnesses of tests/fuzz (one instrumented build
-# serves both); the first error aborts its test. Suppressions (third-party frames only) are in
+# in $(SAN_BUILD), with the shape checks at kernel and layer entry compiled in (LINFORMER_CHECKS),
+# together with the libFuzzer harnesses of tests/fuzz (one instrumented build serves both); the
+# first error aborts its test. Suppressions (third-party frames only) are in
 # tests/sanitizers/.
 SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp \
@@ -46,7 +47,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
 san-configure:
 	scripts/setup.sh --test --fuzz
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_FUZZ=ON \
-		-DLINFORMER_BENCH=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
+		-DLINFORMER_CHECKS=ON -DLINFORMER_BENCH=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
 sanitize: san-configure
 	$(SAN_ENV) cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 2

@@ -100,16 +100,17 @@ std::vector<float> zeros(size_t n) { return std::vector<float>(n, 0.f); }
 
 TEST(GradCheck, Linear) {
   const int64_t rows = 5, in = 7, out = 6;
+  const LinearDims d{/*rows=*/rows, /*in=*/in, /*out=*/out};
   auto x = test::random_vec(rows * in, 1), W = test::random_vec(out * in, 2),
        b = test::random_vec(out, 3), r = test::random_vec(rows * out, 4);
   std::vector<float> y(rows * out);
   auto loss = [&] {
-    linear_forward(y.data(), x.data(), W.data(), b.data(), rows, in, out);
+    linear_forward(y.data(), x.data(), W.data(), b.data(), d);
     return weighted_sum(y.data(), r);
   };
   auto dx = zeros(x.size()), dW = zeros(W.size()), db = zeros(b.size());
   loss();
-  linear_backward(dx.data(), dW.data(), db.data(), r.data(), x.data(), W.data(), rows, in, out);
+  linear_backward(dx.data(), dW.data(), db.data(), r.data(), x.data(), W.data(), d);
   check_grad("linear.dinp", x.data(), x.size(), dx.data(), loss);
   check_grad("linear.dW", W.data(), W.size(), dW.data(), loss);
   check_grad("linear.db", b.data(), b.size(), db.data(), loss);
@@ -212,16 +213,17 @@ TEST(GradCheck, DropoutFixedMask) {
 
 TEST(GradCheck, Embedding) {
   const int64_t B = 2, N = 4, C = 3, V = 6, off = 2, P = N + off + 2;
+  const EmbedDims d{/*B=*/B, /*N=*/N, /*C=*/C, /*pos_offset=*/off};
   auto word = test::random_vec(V * C, 17), pos = test::random_vec(P * C, 18),
        type = test::random_vec(2 * C, 19), r = test::random_vec(B * N * C, 20);
   const std::vector<int32_t> ids = {1, 4, 4, 0, 5, 1, 1, 2};  // repeats accumulate
   std::vector<float> y(B * N * C);
   auto loss = [&] {
-    embedding_forward(y.data(), ids.data(), word.data(), pos.data(), type.data(), B, N, C, off);
+    embedding_forward(y.data(), ids.data(), word.data(), pos.data(), type.data(), d);
     return weighted_sum(y.data(), r);
   };
   auto dword = zeros(word.size()), dpos = zeros(pos.size()), dtype = zeros(type.size());
-  embedding_backward(dword.data(), dpos.data(), dtype.data(), r.data(), ids.data(), B, N, C, off);
+  embedding_backward(dword.data(), dpos.data(), dtype.data(), r.data(), ids.data(), d);
   check_grad("embedding.word", word.data(), word.size(), dword.data(), loss);
   check_grad("embedding.pos", pos.data(), pos.size(), dpos.data(), loss);
   check_grad("embedding.type", type.data(), type.size(), dtype.data(), loss);
@@ -252,7 +254,8 @@ struct AttnCase {
 };
 
 void attention_gradcheck(const AttnCase& c) {
-  AttnDims d{c.B, c.N, c.Lk, c.D, c.H, c.D / c.H, c.causal};
+  const AttnDims d{/*B=*/c.B,        /*N=*/c.N,          /*Lk=*/c.Lk, /*D=*/c.D, /*H=*/c.H,
+                   /*Dh=*/c.D / c.H, /*causal=*/c.causal};
   const float scale = 1.f / std::sqrt(float(d.Dh));
   auto q = test::random_vec(c.B * c.N * c.D, 31), kk = test::random_vec(c.B * c.Lk * c.D, 32),
        vv = test::random_vec(c.B * c.Lk * c.D, 33), r = test::random_vec(c.B * c.N * c.D, 34);
@@ -311,7 +314,8 @@ TEST(GradCheck, AttentionProjectedKeys) {  // Linformer shape: Lk != N
 
 void seq_project_gradcheck(bool with_mask, bool with_em) {
   const int64_t B = 2, N = 5, K = 3, C = 4, ldE = 7, ldx = 6, ldo = 5;
-  const SeqProjDims sd{B, N, K, C, ldE, ldx, ldo};
+  const SeqProjDims sd{/*B=*/B,     /*N=*/N,     /*K=*/K,    /*C=*/C,
+                       /*ldE=*/ldE, /*ldx=*/ldx, /*ldo=*/ldo};
   auto E = test::random_vec(K * ldE, 41), x = test::random_vec(B * N * ldx, 42),
        r = test::random_vec(B * K * ldo, 43), r2 = test::random_vec(B * K, 44);
   for (int64_t b = 0; b < B; ++b)  // the ldo padding columns are not outputs
@@ -361,6 +365,7 @@ TEST(GradCheck, MaxPool) {
   // N = 7 positions in windows of w = 3 (K = 3: the last window holds one position).
   // Batch 1 has positions 3..5 padded, so its window 1 is empty (output 0, no gradient).
   const int64_t B = 2, N = 7, K = 3, w = 3, C = 4;
+  const PoolDims d{/*B=*/B, /*N=*/N, /*K=*/K, /*w=*/w, /*C=*/C};
   // Within a window (3 consecutive t) the values (7t + 3c + 5b) mod 11 are distinct, so
   // entries of one window and channel are >= 0.1 apart and a step h = 1e-2 never changes an
   // argmax (max pooling is then locally linear and the central difference is exact up to
@@ -376,7 +381,7 @@ TEST(GradCheck, MaxPool) {
   std::vector<float> out(B * K * C);
   std::vector<int32_t> arg(B * K * C);
   auto loss = [&] {
-    max_pool_forward(out.data(), arg.data(), x.data(), mask.data(), B, N, K, w, C);
+    max_pool_forward(out.data(), arg.data(), x.data(), mask.data(), d);
     return weighted_sum(out.data(), r);
   };
   loss();
@@ -393,7 +398,7 @@ TEST(GradCheck, MaxPool) {
         EXPECT_EQ(arg[(b * K + j) * C + c], at);
       }
   auto dx = zeros(x.size());
-  max_pool_backward(dx.data(), r.data(), arg.data(), B, N, K, C);
+  max_pool_backward(dx.data(), r.data(), arg.data(), d);
   check_grad("max_pool", x.data(), x.size(), dx.data(), loss);
 }
 
@@ -418,15 +423,14 @@ TEST(GradCheck, BackwardAccumulates) {
   auto two = [&](size_t n) { return std::make_pair(zeros(n), std::vector<float>(n, c)); };
   {  // linear
     const int64_t rows = 3, in = 4, out = 5;
+    const LinearDims d{/*rows=*/rows, /*in=*/in, /*out=*/out};
     auto x = test::random_vec(rows * in, 1), W = test::random_vec(out * in, 2),
          g = test::random_vec(rows * out, 3);
     auto [dx0, dx1] = two(x.size());
     auto [dW0, dW1] = two(W.size());
     auto [db0, db1] = two(out);
-    linear_backward(dx0.data(), dW0.data(), db0.data(), g.data(), x.data(), W.data(), rows, in,
-                    out);
-    linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), rows, in,
-                    out);
+    linear_backward(dx0.data(), dW0.data(), db0.data(), g.data(), x.data(), W.data(), d);
+    linear_backward(dx1.data(), dW1.data(), db1.data(), g.data(), x.data(), W.data(), d);
     expect_accumulated("linear.dinp", dx0, dx1, c);
     expect_accumulated("linear.dW", dW0, dW1, c);
     expect_accumulated("linear.db", db0, db1, c);
@@ -483,15 +487,17 @@ TEST(GradCheck, BackwardAccumulates) {
     auto [w0, w1] = two(V * C);
     auto [p0, p1] = two((N + 1) * C);
     auto [y0, y1] = two(C);
-    embedding_backward(w0.data(), p0.data(), y0.data(), g.data(), ids.data(), B, N, C, 1);
-    embedding_backward(w1.data(), p1.data(), y1.data(), g.data(), ids.data(), B, N, C, 1);
+    const EmbedDims d{/*B=*/B, /*N=*/N, /*C=*/C, /*pos_offset=*/1};
+    embedding_backward(w0.data(), p0.data(), y0.data(), g.data(), ids.data(), d);
+    embedding_backward(w1.data(), p1.data(), y1.data(), g.data(), ids.data(), d);
     // Rows never used stay at c: compare everything anyway (their zero-start value is 0).
     for (size_t i = 0; i < w0.size(); ++i) EXPECT_NEAR(w1[i], w0[i] + c, 1e-5);
     for (size_t i = 0; i < p0.size(); ++i) EXPECT_NEAR(p1[i], p0[i] + c, 1e-5);
     expect_accumulated("embedding.type", y0, y1, c);
   }
   {  // attention
-    AttnDims d{2, 4, 4, 6, 2, 3, false};
+    const AttnDims d{/*B=*/2, /*N=*/4,  /*Lk=*/4,        /*D=*/6,
+                     /*H=*/2, /*Dh=*/3, /*causal=*/false};
     auto q = test::random_vec(48, 11), k = test::random_vec(48, 12), v = test::random_vec(48, 13),
          g = test::random_vec(48, 14);
     std::vector<float> ctx(48), probs(2 * 2 * 4 * 4);
@@ -516,7 +522,7 @@ TEST(GradCheck, BackwardAccumulates) {
     std::vector<float> mask = {1, 1, 1, 1, 1, 0, 1, 0};
     const float* m = with_mask ? mask.data() : nullptr;
     std::vector<float> out(B * K * C), em(B * K), Ebm(B * K * N), scratch(K * N);
-    const SeqProjDims sd{B, N, K, C, N, C, C};
+    const SeqProjDims sd{/*B=*/B, /*N=*/N, /*K=*/K, /*C=*/C, /*ldE=*/N, /*ldx=*/C, /*ldo=*/C};
     seq_project_forward(out.data(), em.data(), Ebm.data(), E.data(), x.data(), m, sd);
     auto [x0, x1] = two(x.size());
     auto [E0, E1] = two(E.size());
@@ -532,10 +538,11 @@ TEST(GradCheck, BackwardAccumulates) {
     auto x = test::random_vec(N * C, 19), g = test::random_vec(K * C, 20);
     std::vector<float> out(K * C);
     std::vector<int32_t> arg(K * C);
-    max_pool_forward(out.data(), arg.data(), x.data(), nullptr, B, N, K, 2, C);
+    const PoolDims d{/*B=*/B, /*N=*/N, /*K=*/K, /*w=*/2, /*C=*/C};
+    max_pool_forward(out.data(), arg.data(), x.data(), nullptr, d);
     auto [x0, x1] = two(x.size());
-    max_pool_backward(x0.data(), g.data(), arg.data(), B, N, K, C);
-    max_pool_backward(x1.data(), g.data(), arg.data(), B, N, K, C);
+    max_pool_backward(x0.data(), g.data(), arg.data(), d);
+    max_pool_backward(x1.data(), g.data(), arg.data(), d);
     for (size_t i = 0; i < x0.size(); ++i) EXPECT_NEAR(x1[i], x0[i] + c, 1e-6);
   }
 }

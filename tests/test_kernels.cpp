@@ -341,7 +341,8 @@ TEST(Kernel, EmbeddingWithPositionOffset) {
   std::vector<int32_t> ids(B * N);
   for (int64_t i = 0; i < B * N; ++i) ids[i] = static_cast<int32_t>(rng_bits(4, 4, i) % Vw);
   std::vector<float> out(B * N * C, kNaN);
-  embedding_forward(out.data(), ids.data(), word.data(), pos.data(), type.data(), B, N, C, off);
+  embedding_forward(out.data(), ids.data(), word.data(), pos.data(), type.data(),
+                    EmbedDims{/*B=*/B, /*N=*/N, /*C=*/C, /*pos_offset=*/off});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < N; ++t)
       for (int64_t c = 0; c < C; ++c) {

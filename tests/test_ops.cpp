@@ -132,15 +132,15 @@ std::vector<OpCase> op_cases() {
     c.in = {{"x", rnd(R * I, 1)}, {"W", rnd(O * I, 2)}, {"b", rnd(O, 3)}};
     c.out_size = R * O;
     c.flops = 2.0 * R * I * O;
+    const LinearDims d{/*rows=*/R, /*in=*/I, /*out=*/O};
     c.run = [=](const Inputs& in, float* y) {
-      linear_forward(y, in[0].v.data(), in[1].v.data(), in[2].v.data(), R, I, O);
+      linear_forward(y, in[0].v.data(), in[1].v.data(), in[2].v.data(), d);
     };
     c.reference = [=](const Inputs& in, double* y) {
       naive_linear(y, in[0].v.data(), in[1].v.data(), in[2].v.data(), R, I, O);
     };
     c.backward = [=](const Inputs& in, const float* dy, Grads& g) {
-      linear_backward(g[0].data(), g[1].data(), g[2].data(), dy, in[0].v.data(), in[1].v.data(), R,
-                      I, O);
+      linear_backward(g[0].data(), g[1].data(), g[2].data(), dy, in[0].v.data(), in[1].v.data(), d);
     };
     v.push_back(c);
   }
@@ -209,7 +209,9 @@ std::vector<OpCase> op_cases() {
     v.push_back(c);
   }
   for (bool masked : {false, true}) {  // attention with probabilities kept (training form)
-    const AttnDims d{2, 6, masked ? 5 : 6, 8, 2, 4, !masked};
+    const AttnDims d{/*B=*/2,           /*N=*/6, /*Lk=*/masked ? 5 : 6,
+                     /*D=*/8,           /*H=*/2, /*Dh=*/4,
+                     /*causal=*/!masked};
     const float scale = 0.5f;
     OpCase c = attention_case(masked ? "attention_masked" : "attention_causal", d, 11, 2, masked);
     auto km = [masked](const Inputs& in) { return masked ? in[3].v.data() : nullptr; };
@@ -230,7 +232,8 @@ std::vector<OpCase> op_cases() {
     v.push_back(c);
   }
   for (bool streaming : {false, true}) {  // row-block attention (inference), one block per row set
-    const AttnDims d{2, 300, 300, 8, 2, 4, false};
+    const AttnDims d{/*B=*/2, /*N=*/300, /*Lk=*/300,      /*D=*/8,
+                     /*H=*/2, /*Dh=*/4,  /*causal=*/false};
     const float scale = 0.5f;
     OpCase c =
         attention_case(streaming ? "attention_streaming_rows" : "attention_rows", d, 14, 37, true);
@@ -242,14 +245,14 @@ std::vector<OpCase> op_cases() {
         for (int64_t i0 = 0; i0 < d.N; i0 += rows) {
           const int64_t i1 = std::min(d.N, i0 + rows), o = (b * d.N + i0) * d.D;
           (streaming ? attention_streaming_rows : attention_rows)(
-              ctx + o, in[0].v.data() + o, in[1].v.data(), in[2].v.data(), in[3].v.data(), d, b, i0,
-              i1, scale, work.data(), ComputeType::f32);
+              ctx + o, in[0].v.data() + o, in[1].v.data(), in[2].v.data(), in[3].v.data(), d,
+              RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i1}, scale, work.data(), ComputeType::f32);
         }
     };
     v.push_back(c);
   }
   {  // sequence projection E diag(m) x with strides
-    const SeqProjDims sd{2, 6, 3, 4, 9, 5, 6};
+    const SeqProjDims sd{/*B=*/2, /*N=*/6, /*K=*/3, /*C=*/4, /*ldE=*/9, /*ldx=*/5, /*ldo=*/6};
     OpCase c;
     c.name = "seq_project";
     c.in = {{"E", rnd(sd.K * sd.ldE, 17)},
@@ -285,6 +288,7 @@ std::vector<OpCase> op_cases() {
   }
   {  // max pooling over windows of w positions
     const int64_t B = 2, N = 7, K = 3, w = 3, C = 4;
+    const PoolDims d{/*B=*/B, /*N=*/N, /*K=*/K, /*w=*/w, /*C=*/C};
     OpCase c;
     c.name = "max_pool";
     c.in = {{"x", rnd(B * N * C, 19)}, {"mask", pad_mask(B, N, 3), false}};
@@ -292,7 +296,7 @@ std::vector<OpCase> op_cases() {
     c.fd_eps = 1e-3;
     c.run = [=](const Inputs& in, float* out) {
       std::vector<int32_t> arg(B * K * C);
-      max_pool_forward(out, arg.data(), in[0].v.data(), in[1].v.data(), B, N, K, w, C);
+      max_pool_forward(out, arg.data(), in[0].v.data(), in[1].v.data(), d);
     };
     c.reference = [=](const Inputs& in, double* out) {
       for (int64_t b = 0; b < B; ++b)
@@ -307,8 +311,8 @@ std::vector<OpCase> op_cases() {
     c.backward = [=](const Inputs& in, const float* dout, Grads& g) {
       std::vector<float> out(B * K * C);
       std::vector<int32_t> arg(B * K * C);
-      max_pool_forward(out.data(), arg.data(), in[0].v.data(), in[1].v.data(), B, N, K, w, C);
-      max_pool_backward(g[0].data(), dout, arg.data(), B, N, K, C);
+      max_pool_forward(out.data(), arg.data(), in[0].v.data(), in[1].v.data(), d);
+      max_pool_backward(g[0].data(), dout, arg.data(), d);
     };
     v.push_back(c);
   }

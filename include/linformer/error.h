@@ -33,12 +33,3 @@ template <typename... Args>
     if (!(cond)) ::lf::fail(__VA_ARGS__); \
   } while (0)
 
-// LF_DEBUG_CHECK: LF_CHECK in debug builds (shape checks at kernel and layer entry), nothing
-// under NDEBUG, so release kernels pay nothing.
-#ifdef NDEBUG
-#define LF_DEBUG_CHECK(cond, ...) \
-  do {                            \
-  } while (0)
-#else
-#define LF_DEBUG_CHECK(cond, ...) LF_CHECK(cond, __VA_ARGS__)
-#endif

@@ -34,9 +34,14 @@ namespace {
 
 std::string layer_prefix(int64_t l) { return "roberta.encoder.layer." + std::to_string(l) + "."; }
 
-// Columns [h*Dh, (h+1)*Dh) of X W^T + b for rows of sequence b: [N, Dh] in double.
-Mat head_projection(const float* X, const float* W, const float* bias, int64_t b, int64_t N,
-                    int64_t D, int64_t h, int64_t Dh) {
+// Head h of sequence b in a batch of sequences of N rows of D features, Dh per head.
+struct HeadSlice {
+  int64_t b = 0, h = 0, N = 0, D = 0, Dh = 0;
+};
+
+// Columns [h*Dh, (h+1)*Dh) of X W^T + bias for the rows of sequence b: [N, Dh] in double.
+Mat head_projection(const float* X, const float* W, const float* bias, const HeadSlice& s) {
+  const int64_t b = s.b, h = s.h, N = s.N, D = s.D, Dh = s.Dh;
   using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<const RowMat> x(X + b * N * D, N, D);
   Eigen::Map<const RowMat> w(W + h * Dh * D, Dh, D);  // rows h*Dh .. of W [D_out, D_in]
@@ -61,8 +66,8 @@ std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
 
 }  // namespace
 
-void AttentionInputs::layer_input(int64_t layer, const float*, const float* attn_in,
-                                  int64_t rows, int64_t D) {
+void AttentionInputs::layer_input(int64_t layer, const float*, const float* attn_in, int64_t rows,
+                                  int64_t D) {
   if (x.size() <= static_cast<size_t>(layer)) x.resize(static_cast<size_t>(layer) + 1);
   x[static_cast<size_t>(layer)].assign(attn_in, attn_in + rows * D);
 }
@@ -172,8 +177,8 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
            "sequence of n = ", N, " needs (", N - 2, ")");
   const int64_t S = std::min(opt.sequences, full);
   if (S < opt.sequences)
-    log("the text holds only " + std::to_string(full) + " full sequences of " +
-        std::to_string(N) + "; using them all");
+    log("the text holds only " + std::to_string(full) + " full sequences of " + std::to_string(N) +
+        "; using them all");
   std::vector<int64_t> chosen(static_cast<size_t>(S));
   for (int64_t j = 0; j < S; ++j) chosen[j] = j * full / S;  // spread over the text
 
@@ -186,18 +191,20 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
     if (want.empty()) want = {16, 32, 64, 128, 256};
     for (int64_t k : want) {
       LF_CHECK(k >= 1, "spectrum: --ks values must be positive, got ", k);
-      if (k <= N) ks.push_back(k);
-      else log("k = " + std::to_string(k) + " > n = " + std::to_string(N) + " dropped");
+      if (k <= N)
+        ks.push_back(k);
+      else
+        log("k = " + std::to_string(k) + " > n = " + std::to_string(N) + " dropped");
     }
     LF_CHECK(!ks.empty(), "spectrum: no low-rank width k <= n = ", N);
   }
   const int64_t nk = static_cast<int64_t>(ks.size());
 
   std::ostringstream head;
-  head << "model " << opt.model_dir << " (" << to_string(cfg.attention) << ", " << L
-       << " layers x " << H << " heads), " << S << " sequences of n = " << N << " from "
-       << stream.size() << " tokens; P is " << N << " x " << Lk << "; share of the first k_ref = "
-       << k_ref << " of " << rank << " singular values";
+  head << "model " << opt.model_dir << " (" << to_string(cfg.attention) << ", " << L << " layers x "
+       << H << " heads), " << S << " sequences of n = " << N << " from " << stream.size()
+       << " tokens; P is " << N << " x " << Lk << "; share of the first k_ref = " << k_ref << " of "
+       << rank << " singular values";
   log(head.str());
 
   // Per (sequence, layer, head) results, summed in a fixed order afterwards.
@@ -235,10 +242,11 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
         const std::string p = layer_prefix(l) + "attention.self.";
         const float* P = model->attention_probs(l);
         for (int64_t h = 0; h < H; ++h) {
+          const HeadSlice at{/*b=*/0, /*h=*/h, /*N=*/N, /*D=*/D, /*Dh=*/Dh};
           const Mat q = head_projection(xin[l].data(), model->param(p + "query.weight"),
-                                        model->param(p + "query.bias"), 0, N, D, h, Dh);
+                                        model->param(p + "query.bias"), at);
           const Mat k = head_projection(xin[l].data(), model->param(p + "key.weight"),
-                                        model->param(p + "key.bias"), 0, N, D, h, Dh);
+                                        model->param(p + "key.bias"), at);
           Mat sc = scale * q * k.transpose();
           for (int64_t i = 0; i < N; ++i) {
             const double mx = sc.row(i).maxCoeff();
@@ -277,7 +285,8 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
       if (lowrank) {
         const Svd svd = thin_svd(P);
         s = svd.s;
-        const Mat V = head_projection(xin[l].data(), wv[l], bv[l], b, N, D, h, Dh);
+        const Mat V = head_projection(xin[l].data(), wv[l], bv[l],
+                                      HeadSlice{/*b=*/b, /*h=*/h, /*N=*/N, /*D=*/D, /*Dh=*/Dh});
         const double pn = s.norm();
         for (int64_t ki = 0; ki < nk; ++ki) {
           const int64_t k = ks[ki];
@@ -294,10 +303,9 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
       out.cum = normalised_cumsum(s);
       out.sig.assign(s.data(), s.data() + s.size());
     }
-    const double el =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log("sequences " + std::to_string(s0 + B) + "/" + std::to_string(S) + " done, " +
-        fmt(el, 3) + " s");
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log("sequences " + std::to_string(s0 + B) + "/" + std::to_string(S) + " done, " + fmt(el, 3) +
+        " s");
   }
 
   // Means over sequences (and over heads for the per-layer values).
@@ -405,8 +413,9 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
     curves.push_back(ps);
   }
   PlotOptions po;
-  po.title = "Normalised cumulative singular values of P (" + r.attention + ", n = " +
-             std::to_string(N) + ", " + std::to_string(N) + " x " + std::to_string(Lk) + ")";
+  po.title = "Normalised cumulative singular values of P (" + r.attention +
+             ", n = " + std::to_string(N) + ", " + std::to_string(N) + " x " + std::to_string(Lk) +
+             ")";
   po.x_label = "singular value index";
   po.y_label = "cumulative share";
   write_svg_line_plot(path("spectrum_cumulative.svg"), curves, po);

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/dnnl_util.h"
 #include "linformer/error.h"
@@ -106,11 +107,13 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc) {
-  LF_DEBUG_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
-  LF_DEBUG_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
-                     ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
-                 "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
-                 " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
+  LF_DCHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  LF_DCHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
+                ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
+            "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
+            " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
+  LF_DCHECK(M == 0 || N == 0 || (C && (K == 0 || (A && B))), "gemm: null operand for M=", M,
+            " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
     for (int64_t i = 0; i < M; ++i)

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/buffer.h"
+#include "core/check.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/matmul.h"
 #include "linformer/error.h"
@@ -148,6 +149,7 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
   LF_CHECK(packed(), "packed linear: apply() before pack()");
   const Impl& im = *impl_;
   if (rows <= 0) return;
+  LF_DCHECK(out && x, "packed linear: null input or output for ", rows, " rows");
   thread_local dnnl::stream strm(cpu_engine());
   thread_local Buffer<uint16_t> xb;
   thread_local Buffer<uint8_t> pad;

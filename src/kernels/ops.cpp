@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
@@ -20,29 +21,33 @@ int64_t row_grain(int64_t cols) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
-                    int64_t in, int64_t out_f, ComputeType prec) {
-  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_forward: bad shape rows=", rows,
-                 " in=", in, " out=", out_f);
+void linear_forward(float* out, const float* inp, const float* W, const float* b,
+                    const LinearDims& d, ComputeType prec) {
+  LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
+            " in=", d.in, " out=", d.out);
+  LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
   if (b) {
-    parallel_for(0, rows, row_grain(out_f), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(b, b + out_f, out + r * out_f);
+    parallel_for(0, d.rows, row_grain(d.out), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
     });
   }
-  gemm(prec, false, true, rows, out_f, in, 1.f, inp, in, W, in, b ? 1.f : 0.f, out, out_f);
+  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b ? 1.f : 0.f, out, d.out);
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, int64_t rows, int64_t in, int64_t out_f, ComputeType prec) {
-  LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_backward: bad shape rows=", rows,
-                 " in=", in, " out=", out_f);
+                     const float* W, const LinearDims& d, ComputeType prec) {
+  LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
+            " in=", d.in, " out=", d.out);
+  LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) && (!dW || inp)),
+            "linear_backward: null output gradient, or a gradient without its operand");
+  const int64_t rows = d.rows, in = d.in, out_f = d.out;
   if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
   if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
   if (db) {
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
-        const float* d = dout + r * out_f;
-        for (int64_t c = c0; c < c1; ++c) db[c] += d[c];
+        const float* g = dout + r * out_f;
+        for (int64_t c = c0; c < c1; ++c) db[c] += g[c];
       }
     });
   }
@@ -50,6 +55,8 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps) {
+  LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
+  LF_DCHECK(rows == 0 || (out && inp && w && b), "layernorm_forward: null pointer");
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
@@ -77,6 +84,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C) {
+  LF_DCHECK(rows >= 0 && C > 0, "layernorm_backward: bad shape rows=", rows, " C=", C);
+  LF_DCHECK(rows == 0 || (dinp && dw && db && dout && inp && w && mean && rstd),
+            "layernorm_backward: null pointer");
   // Parameter gradients: reduce over rows, parallel over columns (no races).
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -159,6 +169,7 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
 
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
                      const float* key_mask) {
+  LF_DCHECK(rows >= 0 && cols > 0, "softmax_forward: bad shape rows=", rows, " cols=", cols);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       softmax_row(out + r * cols, inp + r * cols, cols, scale, key_mask);
@@ -167,6 +178,7 @@ void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, f
 
 void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
                       float scale, bool accumulate) {
+  LF_DCHECK(rows >= 0 && cols > 0, "softmax_backward: bad shape rows=", rows, " cols=", cols);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* pr = p + r * cols;
@@ -236,9 +248,19 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
   });
 }
 
+namespace {
+void check(const EmbedDims& d, const char* what) {
+  LF_DCHECK(d.B > 0 && d.N > 0 && d.C > 0 && d.pos_offset >= 0, what, ": bad shape B=", d.B,
+            " N=", d.N, " C=", d.C, " pos_offset=", d.pos_offset);
+}
+}  // namespace
+
 void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
-                       const float* type, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
-  parallel_for(0, B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
+                       const float* type, const EmbedDims& d) {
+  check(d, "embedding_forward");
+  LF_DCHECK(out && ids && word && pos && type, "embedding_forward: null pointer");
+  const int64_t N = d.N, C = d.C, pos_offset = d.pos_offset;
+  parallel_for(0, d.B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* we = word + static_cast<int64_t>(ids[r]) * C;
       const float* pe = pos + (r % N + pos_offset) * C;
@@ -249,7 +271,10 @@ void embedding_forward(float* out, const int32_t* ids, const float* word, const 
 }
 
 void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
-                        const int32_t* ids, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
+                        const int32_t* ids, const EmbedDims& d) {
+  check(d, "embedding_backward");
+  LF_DCHECK(dword && dpos && dtype && dout && ids, "embedding_backward: null pointer");
+  const int64_t B = d.B, N = d.N, C = d.C, pos_offset = d.pos_offset;
   // Parallel over feature columns: each thread owns a slice of every row, so no races.
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < B * N; ++r) {
@@ -267,6 +292,8 @@ void embedding_backward(float* dword, float* dpos, float* dtype, const float* do
 
 double cross_entropy(float* dlogits, const float* logits, const int32_t* targets, int64_t rows,
                      int64_t V, float grad_scale, int64_t* count) {
+  LF_DCHECK(rows >= 0 && V > 0, "cross_entropy: bad shape rows=", rows, " V=", V);
+  LF_DCHECK(rows == 0 || (logits && targets), "cross_entropy: null logits or targets");
   double total = 0.0;
   int64_t counted = 0;
   const int nt = num_threads();

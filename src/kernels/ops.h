@@ -9,14 +9,20 @@
 
 namespace lf {
 
-// out = inp W^T + b.  inp [rows, in], W [out_f, in], b [out_f] or null, out [rows, out_f].
-// t: precision of the products (kernels/matmul.h).
-void linear_forward(float* out, const float* inp, const float* W, const float* b, int64_t rows,
-                    int64_t in, int64_t out_f, ComputeType t = ComputeType::f32);
+// Sizes travel in small structs where a kernel takes three or more, so that two of them cannot
+// be swapped silently. Call sites name the fields: LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}.
+
+// A linear map: inp [rows, in], W [out, in], b [out], out [rows, out].
+struct LinearDims {
+  int64_t rows = 0, in = 0, out = 0;
+};
+
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h).
+void linear_forward(float* out, const float* inp, const float* W, const float* b,
+                    const LinearDims& d, ComputeType t = ComputeType::f32);
 // dinp += dout W; dW += dout^T inp; db += column sums of dout. Any of dinp/dW/db may be null.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, int64_t rows, int64_t in, int64_t out_f,
-                     ComputeType t = ComputeType::f32);
+                     const float* W, const LinearDims& d, ComputeType t = ComputeType::f32);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
@@ -50,11 +56,18 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
                       uint64_t stream);
 
+// The embedding sum of B sequences of N tokens, C features; position t of a sequence uses
+// row t + pos_offset of the position table.
+struct EmbedDims {
+  int64_t B = 0, N = 0, C = 0, pos_offset = 0;
+};
+
 // out[r] = word[ids[r]] + pos[(r % N) + pos_offset] + type[0], for r in [0, B*N).
+// ids [B*N]; word [vocab, C]; pos [N + pos_offset (at least), C]; type [C]; out [B*N, C].
 void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
-                       const float* type, int64_t B, int64_t N, int64_t C, int64_t pos_offset);
+                       const float* type, const EmbedDims& d);
 void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
-                        const int32_t* ids, int64_t B, int64_t N, int64_t C, int64_t pos_offset);
+                        const int32_t* ids, const EmbedDims& d);
 
 // Softmax cross-entropy over V classes per row. Rows with target < 0 are ignored.
 // Returns the sum of losses over counted rows and stores the count in *count.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -22,17 +23,27 @@ namespace {
 
 int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
 
-// Debug-build shape checks at kernel entry.
-void check(const AttnDims& d) {
-  LF_DEBUG_CHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.D == d.H * d.Dh,
-                 "attention: inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D,
-                 " H=", d.H, " Dh=", d.Dh);
+// Shape checks at kernel entry (LF_DCHECK: debug and LINFORMER_CHECKS builds).
+void check(const AttnDims& d, const char* what) {
+  LF_DCHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.Dh > 0 && d.D == d.H * d.Dh, what,
+            ": inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D, " H=", d.H,
+            " Dh=", d.Dh);
 }
-void check(const SeqProjDims& d) {
-  LF_DEBUG_CHECK(
+void check(const AttnDims& d, const RowBlock& rb, const char* what) {
+  check(d, what);
+  LF_DCHECK(rb.b >= 0 && rb.b < d.B && rb.i0 >= 0 && rb.i0 < rb.i1 && rb.i1 <= d.N, what,
+            ": row block b=", rb.b, " [", rb.i0, ", ", rb.i1, ") outside B=", d.B, " N=", d.N);
+}
+void check(const SeqProjDims& d, const char* what) {
+  LF_DCHECK(
       d.B > 0 && d.N > 0 && d.K > 0 && d.C > 0 && d.ldE >= d.N && d.ldx >= d.C && d.ldo >= d.C,
-      "seq_project: inconsistent dims B=", d.B, " N=", d.N, " K=", d.K, " C=", d.C, " ldE=", d.ldE,
+      what, ": inconsistent dims B=", d.B, " N=", d.N, " K=", d.K, " C=", d.C, " ldE=", d.ldE,
       " ldx=", d.ldx, " ldo=", d.ldo);
+}
+void check(const PoolDims& d, const char* what) {
+  LF_DCHECK(d.B > 0 && d.N > 0 && d.K > 0 && d.w > 0 && d.C > 0 && d.K * d.w >= d.N, what,
+            ": inconsistent dims B=", d.B, " N=", d.N, " K=", d.K, " w=", d.w, " C=", d.C,
+            " (K windows of w must cover N)");
 }
 
 }  // namespace
@@ -40,7 +51,10 @@ void check(const SeqProjDims& d) {
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec) {
-  check(d);
+  check(d, "attention_forward");
+  LF_DCHECK(ctx && q && kk && vv, "attention_forward: null context, query, key or value");
+  LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
+            "attention_forward: needs probs or scratch, and scratch for dropout");
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -78,7 +92,9 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType prec) {
-  check(d);
+  check(d, "attention_backward");
+  LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
+            "attention_backward: null pointer");
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -108,10 +124,12 @@ int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d) {
 }
 
 void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                    const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
-                    float scale, float* work, ComputeType prec) {
-  check(d);
-  const int64_t rows = i1 - i0, Lk = d.Lk;
+                    const float* key_mask, const AttnDims& d, const RowBlock& rb, float scale,
+                    float* work, ComputeType prec) {
+  check(d, rb, "attention_rows");
+  LF_DCHECK(ctx && q && kk && vv && work, "attention_rows: null pointer");
+  const int64_t b = rb.b, i0 = rb.i0;
+  const int64_t rows = rb.i1 - i0, Lk = d.Lk;
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
   for (int64_t h = 0; h < d.H; ++h) {
     const float* kb = kk + b * Lk * d.D + h * d.Dh;
@@ -135,9 +153,11 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
 }
 
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                              const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
-                              int64_t i1, float scale, float* work, ComputeType prec) {
-  check(d);
+                              const float* key_mask, const AttnDims& d, const RowBlock& rb,
+                              float scale, float* work, ComputeType prec) {
+  check(d, rb, "attention_streaming_rows");
+  LF_DCHECK(ctx && q && kk && vv && work, "attention_streaming_rows: null pointer");
+  const int64_t b = rb.b, i0 = rb.i0, i1 = rb.i1;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t rows = i1 - i0, Lk = d.Lk, kb = kStreamKeyBlock, Dh = d.Dh, D = d.D;
   float* S = work;              // [rows, kb] scores, then weights
@@ -208,7 +228,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
                                  float* scratch, ComputeType prec) {
-  check(d);
+  check(d, "attention_streaming_forward");
+  LF_DCHECK(ctx && q && kk && vv && scratch, "attention_streaming_forward: null pointer");
   const int64_t qb = kStreamQueryBlock;
   const int64_t nb = (d.N + qb - 1) / qb;
   const int64_t per_thread = attention_streaming_work_floats(qb, d);
@@ -217,7 +238,8 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / nb, i0 = (t % nb) * qb, i1 = std::min(d.N, i0 + qb);
       const int64_t off = (b * d.N + i0) * d.D;
-      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d, b, i0, i1, scale, w, prec);
+      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d,
+                               RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i1}, scale, w, prec);
     }
   });
 }
@@ -225,7 +247,10 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
 void seq_project_forward_lowmem(float* out, float* em, const float* E, const float* x,
                                 const float* mask, const SeqProjDims& dims, float* scratch,
                                 int64_t tchunk, ComputeType prec) {
-  check(dims);
+  check(dims, "seq_project_forward_lowmem");
+  LF_DCHECK(out && E && x && (!mask || (scratch && tchunk > 0)),
+            "seq_project_forward_lowmem: null pointer, or no scratch / tchunk=", tchunk,
+            " for a mask");
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   if (!mask) {
@@ -262,7 +287,9 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
 
 void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
                          const float* mask, const SeqProjDims& dims, ComputeType prec) {
-  check(dims);
+  check(dims, "seq_project_forward");
+  LF_DCHECK(out && E && x && (!mask || Ebm),
+            "seq_project_forward: null output, E or input, or no Ebm for a mask");
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
@@ -295,7 +322,9 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch, ComputeType prec) {
-  check(dims);
+  check(dims, "seq_project_backward");
+  LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && (!mask || scratch))),
+            "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
@@ -320,9 +349,12 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   }
 }
 
-void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
-                      int64_t N, int64_t K, int64_t w, int64_t C) {
-  parallel_for(0, B * K, 1, [&](int64_t r0, int64_t r1) {
+void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask,
+                      const PoolDims& d) {
+  check(d, "max_pool_forward");
+  LF_DCHECK(out && arg && x, "max_pool_forward: null pointer");
+  const int64_t N = d.N, K = d.K, w = d.w, C = d.C;
+  parallel_for(0, d.B * K, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / K, j = r % K;
       float* o = out + r * C;
@@ -345,8 +377,10 @@ void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mas
   });
 }
 
-void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,
-                       int64_t K, int64_t C) {
+void max_pool_backward(float* dx, const float* dout, const int32_t* arg, const PoolDims& d) {
+  check(d, "max_pool_backward");
+  LF_DCHECK(dx && dout && arg, "max_pool_backward: null pointer");
+  const int64_t B = d.B, N = d.N, K = d.K, C = d.C;
   parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t j = 0; j < K; ++j) {

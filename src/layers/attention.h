@@ -36,10 +36,15 @@ int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);
 // queries [i0, i1) of batch element b; every head is computed. Both run serially (call them
 // from inside a parallel region, one row block per thread).
 
+// Query rows [i0, i1) of batch element b.
+struct RowBlock {
+  int64_t b = 0, i0 = 0, i1 = 0;
+};
+
 // Scores of the rows against all Lk keys at once: work holds (i1 - i0) * Lk floats.
 void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                    const float* key_mask, const AttnDims& d, int64_t b, int64_t i0, int64_t i1,
-                    float scale, float* work, ComputeType t = ComputeType::f32);
+                    const float* key_mask, const AttnDims& d, const RowBlock& rb, float scale,
+                    float* work, ComputeType t = ComputeType::f32);
 int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 
 // Exact attention with the streaming (online) softmax over blocks of kStreamKeyBlock keys,
@@ -49,9 +54,8 @@ int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 constexpr int64_t kStreamKeyBlock = 256;
 constexpr int64_t kStreamQueryBlock = 128;
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                              const float* key_mask, const AttnDims& d, int64_t b, int64_t i0,
-                              int64_t i1, float scale, float* work,
-                              ComputeType t = ComputeType::f32);
+                              const float* key_mask, const AttnDims& d, const RowBlock& rb,
+                              float scale, float* work, ComputeType t = ComputeType::f32);
 int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 
 // Whole-batch streaming attention (no dropout): parallel over (batch, query blocks of
@@ -86,11 +90,16 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
                                 const float* mask, const SeqProjDims& dims, float* scratch,
                                 int64_t tchunk, ComputeType t = ComputeType::f32);
 
-// Max pooling over windows of w positions: out[b,j,c] = max over real t in
-// [j*w, min((j+1)*w, N)) of x[b,t,c], 0 if none; arg keeps the chosen t (or -1).
-void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
-                      int64_t N, int64_t K, int64_t w, int64_t C);
-void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,
-                       int64_t K, int64_t C);
+// Max pooling of x [B,N,C] over K windows of w positions (K * w >= N) into out [B,K,C].
+struct PoolDims {
+  int64_t B = 0, N = 0, K = 0, w = 0, C = 0;
+};
+
+// out[b,j,c] = max over real t in [j*w, min((j+1)*w, N)) of x[b,t,c], 0 if none; arg [B,K,C]
+// keeps the chosen t (or -1). mask [B,N] or null.
+void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask,
+                      const PoolDims& d);
+// dx [B,N,C] += dout [B,K,C] routed to the positions arg chose (d as in forward).
+void max_pool_backward(float* dx, const float* dout, const int32_t* arg, const PoolDims& d);
 
 }  // namespace lf

@@ -21,8 +21,9 @@ void take_kv(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
 
 void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
-  linear_forward(A.k, in, lp.k.w, lp.k.b, R, D, D, c.precision);
-  linear_forward(A.v, in, lp.v.w, lp.v.b, R, D, D, c.precision);
+  const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
+  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision);
+  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision);
 }
 
 void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
@@ -35,8 +36,9 @@ void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, co
 void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float* in, float* din,
                       const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
-  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, R, D, D, c.precision);
-  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, R, D, D, c.precision);
+  const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
+  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision);
+  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision);
 }
 
 }  // namespace lf

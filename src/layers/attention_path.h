@@ -60,11 +60,10 @@ class AttentionPath {
   // context at once stores it in *ctx_all (else leaves it null).
   virtual KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                                  const float* in, const float** ctx_all) const = 0;
-  // Context rows [i0, i1) of batch element b from their queries q (row stride D).
+  // Context rows rb (queries [i0, i1) of batch element b) from their queries q (row stride D).
   virtual void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
-                          int64_t b, int64_t i0, int64_t i1, float scale, float* work,
-                          ComputeType t) const {
-    attention_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, b, i0, i1, scale, work, t);
+                          const RowBlock& rb, float scale, float* work, ComputeType t) const {
+    attention_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t);
   }
 
   // Matrix-product FLOPs (2 per multiply-add) of layer `layer` for one sequence of length n:

@@ -97,9 +97,10 @@ class ProjectInputPath final : public LinformerPath {
     seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
     if (lp.slot_v != lp.slot_k)
       seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
-    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, B * K, D, D, c.precision);
+    const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
+    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision);
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, B * K, D, D, c.precision);
+    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     return saved(c, A);
   }
@@ -117,8 +118,9 @@ class ProjectInputPath final : public LinformerPath {
       zero(L.dxpv, B * K * D);
       zero(L.demv, B * K);
     }
-    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, B * K, D, D, c.precision);
-    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, B * K, D, D, c.precision);
+    const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};
+    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision);
+    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, kv, c.precision);
     scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
     scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
     Projections& P = *c.proj;
@@ -177,7 +179,8 @@ class ProjectInputPath final : public LinformerPath {
   // The projection of the layer input: [B,N,D] -> [B,K,D] with E [K, max_len].
   static SeqProjDims dims(const LayerContext& c, const LayerParams& lp) {
     const int64_t D = c.cfg->d_model;
-    return SeqProjDims{c.B, c.N, lp.K, D, c.cfg->max_len, D, D};
+    return SeqProjDims{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*C=*/D, /*ldE=*/c.cfg->max_len,
+                       /*ldx=*/D, /*ldo=*/D};
   }
   // One E serves keys and values.
   static bool shared(const Config& cfg) {
@@ -251,15 +254,17 @@ class ProjectKeysPath final : public ReduceKeysPath {
     const int64_t D = c.cfg->d_model;
     zero_padded_rows(c, A.k, D);
     zero_padded_rows(c, A.v, D);
-    c.proj->heads_forward(lp.slot_k, A.kp, A.k, c.B, c.N, lp.K, c.precision);
-    c.proj->heads_forward(lp.slot_v, A.vp, A.v, c.B, c.N, lp.K, c.precision);
+    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K};
+    c.proj->heads_forward(lp.slot_k, A.kp, A.k, s, c.precision);
+    c.proj->heads_forward(lp.slot_v, A.vp, A.v, s, c.precision);
   }
   void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
                        float* dv, const float* dkp, const float* dvp) const override {
     Projections& P = *c.proj;
     float* grads = c.grad.grads;
-    P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.k, c.B, c.N, lp.K, c.precision);
-    P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.v, c.B, c.N, lp.K, c.precision);
+    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K};
+    P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.k, s, c.precision);
+    P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.v, s, c.precision);
     P.reduce_grad(lp.slot_k, grads);
     P.reduce_grad(lp.slot_v, grads);
     zero_padded_rows(c, dk, c.cfg->d_model);
@@ -294,14 +299,20 @@ class MaxPoolPath final : public ReduceKeysPath {
     A.argv = c.take<int32_t>(s.B * s.K * cfg.d_model);
   }
   void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const override {
-    const int64_t w = c.cfg->max_len / lp.K, D = c.cfg->d_model;
-    max_pool_forward(A.kp, A.argk, A.k, c.mask, c.B, c.N, lp.K, w, D);
-    max_pool_forward(A.vp, A.argv, A.v, c.mask, c.B, c.N, lp.K, w, D);
+    const PoolDims d = dims(c, lp);
+    max_pool_forward(A.kp, A.argk, A.k, c.mask, d);
+    max_pool_forward(A.vp, A.argv, A.v, c.mask, d);
   }
   void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
                        float* dv, const float* dkp, const float* dvp) const override {
-    max_pool_backward(dk, dkp, A.argk, c.B, c.N, lp.K, c.cfg->d_model);
-    max_pool_backward(dv, dvp, A.argv, c.B, c.N, lp.K, c.cfg->d_model);
+    const PoolDims d = dims(c, lp);
+    max_pool_backward(dk, dkp, A.argk, d);
+    max_pool_backward(dv, dvp, A.argv, d);
+  }
+  // Keys or values [B,N,D] pooled to [B,K,D] over windows of max_len / K positions.
+  static PoolDims dims(const LayerContext& c, const LayerParams& lp) {
+    return PoolDims{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*w=*/c.cfg->max_len / lp.K,
+                    /*C=*/c.cfg->d_model};
   }
   double reduce_flops(const Config&, double, double) const override { return 0.0; }
 };

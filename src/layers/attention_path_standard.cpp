@@ -49,7 +49,8 @@ class StandardPath final : public AttentionPath {
     if (exact_ == Exact::materialized) {
       A.probs = c.take<float>(s.B * cfg.n_heads * s.N * s.N);
     } else {
-      AttnDims d{s.B, s.N, s.N, D, cfg.n_heads, cfg.d_head()};
+      const AttnDims d{/*B=*/s.B,         /*N=*/s.N,          /*Lk=*/s.N, /*D=*/D,
+                       /*H=*/cfg.n_heads, /*Dh=*/cfg.d_head()};
       l.scratch = c.take<float>(attention_scratch_floats(d, false) * num_threads());
     }
   }
@@ -72,9 +73,9 @@ class StandardPath final : public AttentionPath {
     }
     return kv;
   }
-  void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d, int64_t b,
-                  int64_t i0, int64_t i1, float scale, float* work, ComputeType t) const override {
-    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, b, i0, i1, scale, work, t);
+  void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
+                  const RowBlock& rb, float scale, float* work, ComputeType t) const override {
+    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t);
   }
 
   double flops(const Config& cfg, int64_t, double n) const override {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/check.h"
 #include "kernels/ops.h"
 #include "layers/attention_path.h"
 #include "layers/feed_forward.h"
@@ -25,8 +26,8 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
   zero(L.dctx, R * D);
-  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, R, D, D,
-                  c.precision);
+  const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
+  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision);
   const AttnDims d = c.dims(lp);
   const int64_t kv_rows = c.B * d.Lk;
   zero(L.dq, R * D);
@@ -36,21 +37,36 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, R, D, D, c.precision);
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
 }  // namespace
 
 AttnDims LayerContext::dims(const LayerParams& lp) const {
-  return AttnDims{
-      B, N, path->key_length(N, lp.K), cfg->d_model, cfg->n_heads, cfg->d_head(), cfg->causal};
+  return AttnDims{/*B=*/B,
+                  /*N=*/N,
+                  /*Lk=*/path->key_length(N, lp.K),
+                  /*D=*/cfg->d_model,
+                  /*H=*/cfg->n_heads,
+                  /*Dh=*/cfg->d_head(),
+                  /*causal=*/cfg->causal};
+}
+
+void LayerContext::check(const LayerParams& lp, const float* x_in, const char* what) const {
+  LF_DCHECK(cfg && path && proj && lay && x_in, what, ": incomplete layer context");
+  LF_DCHECK(B > 0 && N > 0 && N <= cfg->max_len, what, ": batch B=", B, " N=", N, " (max_len ",
+            cfg->max_len, ")");
+  LF_DCHECK(lp.K == 0 || (lp.K > 0 && lp.K <= cfg->max_len), what, ": projected length K=", lp.K);
+  LF_DCHECK(!train || grad.grads, what, ": training without a gradient buffer");
 }
 
 float LayerContext::scale() const { return 1.f / std::sqrt(static_cast<float>(cfg->d_head())); }
 
 void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                    const float* x_in, float* x_out) {
+  c.check(lp, x_in, "layer_forward");
+  LF_DCHECK(x_out, "layer_forward: null output");
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
@@ -64,11 +80,12 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
     attn_in = A.ln1;
   }
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, R, D, D, c.precision);
+  const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, R, D, D, c.precision);
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
   for (int64_t i = 0; i < R * D; ++i) A.a[i] = x_in[i] + L.tmp[i];
   const float* ffn_base;
@@ -92,6 +109,8 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
 
 void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                     const float* x_in) {
+  c.check(lp, x_in, "layer_backward");
+  LF_DCHECK(c.grad.grads && c.lay->dres, "layer_backward: no gradient buffers");
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;

@@ -97,6 +97,9 @@ struct LayerContext {
 
   AttnDims dims(const LayerParams& lp) const;
   float scale() const;  // 1 / sqrt(d_head)
+  // Shape checks at layer entry (LF_DCHECK): a complete context, 0 < N <= max_len, the layer's
+  // projected length, the input; `what` names the caller in the message.
+  void check(const LayerParams& lp, const float* x_in, const char* what) const;
 };
 
 // Training (or train-layout) forward of layer l: x_out from x_in, activations kept in A.

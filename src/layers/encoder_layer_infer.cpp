@@ -5,6 +5,7 @@
 // on per-thread workspace: the [R,F] FFN activation never exists.
 #include <algorithm>
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/ops.h"
 #include "layers/attention_path.h"
@@ -17,6 +18,11 @@ void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct&
                          const float* x_in, float* x_out) {
   using Epi = PackedLinear::Epilogue;
   const Config& cfg = *c.cfg;
+  c.check(lp, x_in, "layer_forward_infer");
+  LF_DCHECK(x_out && c.lay->work && c.lay->chunk > 0,
+            "layer_forward_infer: no output, or no "
+            "row-block workspace (chunk=",
+            c.lay->chunk, ")");
   const Layout& L = *c.lay;
   const int64_t R = c.B * c.N, N = c.N, D = cfg.d_model, F = cfg.d_ff;
   const float eps = cfg.layer_norm_eps;
@@ -55,7 +61,8 @@ void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct&
         ctx = ctx_all + g * D;
       } else {
         lp.q.packed.apply(wq, attn_in + g * D, rows, lp.q.b, Epi::store);
-        c.path->infer_rows(wc, wq, kv, d, b, i0, i0 + rows, scale, watt, c.precision);
+        c.path->infer_rows(wc, wq, kv, d, RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i0 + rows}, scale,
+                           watt, c.precision);
         ctx = wc;
       }
       // a = x + (ctx Wo^T + bo): residual and bias folded into the GEMM's C.

@@ -7,18 +7,20 @@
 namespace lf {
 
 void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R) const {
-  linear_forward(h, x, inter.w, inter.b, R, D, F, t);
+  linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t);
   gelu_forward(g, h, R * F);
-  linear_forward(y, g, out.w, out.b, R, F, D, t);
+  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t);
 }
 
 void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, const float* x,
                            const float* h, const float* g, int64_t R, const GradMap& grad) const {
   std::memset(dG, 0, R * F * sizeof(float));
-  linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w, R, F, D, t);
+  linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
+                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t);
   std::memset(dH, 0, R * F * sizeof(float));
   gelu_backward(dH, h, dG, R * F);
-  linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w, R, D, F, t);
+  linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w,
+                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t);
 }
 
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,

@@ -1,5 +1,6 @@
 #include "layers/projection.h"
 
+#include "core/check.h"
 #include "core/parallel.h"
 #include "kernels/matmul.h"
 
@@ -69,8 +70,18 @@ size_t Projections::bytes() const {
   return b;
 }
 
-void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K,
+void Projections::check(int i, const ProjShape& s, const char* what) const {
+  LF_DCHECK(i >= 0 && i < static_cast<int>(slots_.size()), what, ": no projection slot ", i);
+  LF_DCHECK(s.B > 0 && s.N > 0 && s.N <= cfg_.max_len && s.K == slots_[i].k, what,
+            ": shape B=", s.B, " N=", s.N, " K=", s.K, " does not fit slot ", i,
+            " (k=", slots_[i].k, ", max_len=", cfg_.max_len, ")");
+}
+
+void Projections::heads_forward(int i, float* kp, const float* x, const ProjShape& s,
                                 ComputeType prec) const {
+  check(i, s, "heads_forward");
+  LF_DCHECK(kp && x, "heads_forward: null pointer");
+  const int64_t B = s.B, N = s.N, K = s.K;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -85,7 +96,10 @@ void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int
 }
 
 void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x,
-                                 int64_t B, int64_t N, int64_t K, ComputeType prec) const {
+                                 const ProjShape& s, ComputeType prec) const {
+  check(i, s, "heads_backward");
+  LF_DCHECK(dx && dkp && (!dE || x), "heads_backward: null pointer");
+  const int64_t B = s.B, N = s.N, K = s.K;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;

@@ -20,6 +20,11 @@ struct ProjectionSlot {
   Buffer<float> eff, deff;               // materialised E [heads, k, max_len] and its gradient
 };
 
+// A per-head projection of B sequences of N positions (d_model features) to K positions.
+struct ProjShape {
+  int64_t B = 0, N = 0, K = 0;
+};
+
 class Projections {
  public:
   Projections(const Config& cfg, const float* params) : cfg_(cfg), params_(params) {}
@@ -41,13 +46,14 @@ class Projections {
 
   // Per-head projection (sharing none): kp_bh = E_h[:, :N] x_bh for every batch element b and
   // head h. x [B,N,D], kp [B,K,D].
-  void heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K,
-                     ComputeType t) const;
+  void heads_forward(int i, float* kp, const float* x, const ProjShape& s, ComputeType t) const;
   // dx_bh += E_h^T dkp_bh; dE_h += sum_b dkp_bh x_bh^T (dE may be null).
-  void heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x, int64_t B,
-                      int64_t N, int64_t K, ComputeType t) const;
+  void heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x,
+                      const ProjShape& s, ComputeType t) const;
 
  private:
+  void check(int i, const ProjShape& s, const char* what) const;  // LF_DCHECK at entry
+
   const Config& cfg_;
   const float* params_;
   std::vector<ProjectionSlot> slots_;

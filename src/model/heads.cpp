@@ -30,10 +30,12 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   head_arena.reset();
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
-  linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, M, D, D, train_compute);
+  linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D},
+                 train_compute);
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
-  linear_forward(c.logits, c.t3, word, lm_bias, M, D, V, train_compute);
+  linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
+                 train_compute);
   return c;
 }
 
@@ -63,13 +65,14 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   float* d3 = dt.data();
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
-  linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word, M, D, V, train_compute);
+  linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D);
   std::memset(d3, 0, M * D * sizeof(float));
   gelu_backward(d3, c.t1, d2_, M * D);
-  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d3, c.xin, lm_dense.w, M, D, D,
-                  train_compute);
+  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d3, c.xin, lm_dense.w,
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);
   for (int64_t i = 0; i < M; ++i) {
     float* dst = dhid + rows[i] * D;
     const float* src = dx + i * D;
@@ -93,10 +96,11 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   float* logits = td + B * D;  // [B, C]
   for (int64_t b = 0; b < B; ++b) std::memcpy(c0 + b * D, hid + b * N * D, D * sizeof(float));
   dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn));
-  linear_forward(t, c0, cls_dense.w, cls_dense.b, B, D, D, train_compute);
+  const LinearDims dense{/*rows=*/B, /*in=*/D, /*out=*/D}, out{/*rows=*/B, /*in=*/D, /*out=*/C};
+  linear_forward(t, c0, cls_dense.w, cls_dense.b, dense, train_compute);
   tanh_forward(t, t, B * D);
   dropout_forward(td, t, B * D, p, seed, rng_stream(kClsHidden));
-  linear_forward(logits, td, cls_out.w, cls_out.b, B, D, C, train_compute);
+  linear_forward(logits, td, cls_out.w, cls_out.b, out, train_compute);
   if (logits_out) std::memcpy(logits_out, logits, B * C * sizeof(float));
   if (!labels) return 0.0;
   for (int64_t b = 0; b < B; ++b)
@@ -110,12 +114,12 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   float* dtd = g.data();
   float* dt = dtd + B * D;
   float* dc = dt + B * D;
-  linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, B, D, C,
+  linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, out,
                   train_compute);
   dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden));
   std::memset(dtd, 0, B * D * sizeof(float));
   tanh_backward(dtd, t, dt, B * D);
-  linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, B, D, D,
+  linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, dense,
                   train_compute);
   std::memset(dt, 0, B * D * sizeof(float));
   dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn));

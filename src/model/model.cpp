@@ -211,7 +211,8 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
 
   const int64_t D = cfg.d_model;
   const float p = train ? cfg.dropout : 0.f;
-  embedding_forward(emb, ids, word, pos, type, B, N, D, cfg.position_offset);
+  const EmbedDims ed{/*B=*/B, /*N=*/N, /*C=*/D, /*pos_offset=*/cfg.position_offset};
+  embedding_forward(emb, ids, word, pos, type, ed);
   layernorm_forward(xs[0], emb_mean, emb_rstd, emb, emb_ln.w, emb_ln.b, R, D, cfg.layer_norm_eps);
   dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb));
   const LayerContext c = layer_context();
@@ -247,8 +248,8 @@ void Model::Impl::backward() {
   zero(d1, R * D);
   layernorm_backward(d1, grad_of(emb_ln.w), grad_of(emb_ln.b), tmp, emb, emb_ln.w, emb_mean,
                      emb_rstd, R, D);
-  embedding_backward(grad_of(word), grad_of(pos), grad_of(type), d1, ids, B, N, D,
-                     cfg.position_offset);
+  const EmbedDims ed{/*B=*/B, /*N=*/N, /*C=*/D, /*pos_offset=*/cfg.position_offset};
+  embedding_backward(grad_of(word), grad_of(pos), grad_of(type), d1, ids, ed);
   have_grad_batch = false;
   arena.check_guards();
 }

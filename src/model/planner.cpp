@@ -74,7 +74,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.fin_mean = c.take<float>(R);
   Lo.fin_rstd = c.take<float>(R);
   Lo.tmp = c.take<float>(R * D);
-  AttnDims d{B, N, max_tile, D, H, cfg.d_head()};
+  const AttnDims d{/*B=*/B, /*N=*/N, /*Lk=*/max_tile, /*D=*/D, /*H=*/H, /*Dh=*/cfg.d_head()};
   Lo.scratch = c.take<float>(attention_scratch_floats(d) * num_threads());
   const int64_t RKD = std::max(R, RK) * D;
   Lo.dhid = c.take<float>(R * D);
@@ -127,7 +127,12 @@ size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
   // FFN hidden [c,F]; attention scores.
   const int64_t ch = infer_chunk(B, N);
-  AttnDims d{B, N, ap.key_length(N, maxK), D, H, cfg.d_head()};
+  const AttnDims d{/*B=*/B,
+                   /*N=*/N,
+                   /*Lk=*/ap.key_length(N, maxK),
+                   /*D=*/D,
+                   /*H=*/H,
+                   /*Dh=*/cfg.d_head()};
   const int64_t att = ap.rows_work_floats(ch, d);
   const int64_t wf = (4 * ch * D + ch * F + att + 15) / 16 * 16;
   Lo.work = c.take<float>(wf * num_threads());
