@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/buffer.h"
+#include "core/profile.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/matmul.h"
 #include "linformer/error.h"
@@ -146,6 +147,7 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
 void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias,
                          Epilogue e) const {
   LF_CHECK(packed(), "packed linear: apply() before pack()");
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
   thread_local dnnl::stream strm(cpu_engine());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 #include "linformer/error.h"
@@ -25,6 +26,7 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
   LF_DEBUG_CHECK(rows >= 0 && in > 0 && out_f > 0, "linear_forward: bad shape rows=", rows,
                  " in=", in, " out=", out_f);
   if (b) {
+    PhaseScope ps(Phase::elementwise);
     parallel_for(0, rows, row_grain(out_f), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + out_f, out + r * out_f);
     });
@@ -39,6 +41,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
   if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
   if (db) {
+    PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
         const float* d = dout + r * out_f;
@@ -50,6 +53,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
@@ -77,6 +81,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C) {
+  PhaseScope ps(Phase::elementwise);
   // Parameter gradients: reduce over rows, parallel over columns (no races).
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -111,11 +116,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, n, kGrainElems,
                [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   const float inv_sqrt_2pi = 0.3989422804014327f;
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -128,10 +135,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 }
 
 void tanh_forward(float* out, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
 }
 
 void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i] * (1.f - out[i] * out[i]);
 }
 
@@ -159,6 +168,7 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
 
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
                      const float* key_mask) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       softmax_row(out + r * cols, inp + r * cols, cols, scale, key_mask);
@@ -167,6 +177,7 @@ void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, f
 
 void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
                       float scale, bool accumulate) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* pr = p + r * cols;
@@ -209,6 +220,7 @@ struct DropoutMask {
 
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream) {
+  PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     if (out != inp) std::copy(inp, inp + n, out);
     return;
@@ -223,6 +235,7 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
                       uint64_t stream) {
+  PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
     return;
@@ -238,6 +251,7 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
 
 void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
                        const float* type, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* we = word + static_cast<int64_t>(ids[r]) * C;
@@ -250,6 +264,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* word, const 
 
 void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
                         const int32_t* ids, int64_t B, int64_t N, int64_t C, int64_t pos_offset) {
+  PhaseScope ps(Phase::elementwise);
   // Parallel over feature columns: each thread owns a slice of every row, so no races.
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < B * N; ++r) {
@@ -267,6 +282,7 @@ void embedding_backward(float* dword, float* dpos, float* dtype, const float* do
 
 double cross_entropy(float* dlogits, const float* logits, const int32_t* targets, int64_t rows,
                      int64_t V, float grad_scale, int64_t* count) {
+  PhaseScope ps(Phase::elementwise);
   double total = 0.0;
   int64_t counted = 0;
   const int nt = num_threads();

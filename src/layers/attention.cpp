@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
@@ -40,6 +41,7 @@ void check(const SeqProjDims& d) {
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(d);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
@@ -78,6 +80,7 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(d);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d);
@@ -208,6 +211,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
                                  float* scratch, ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(d);
   const int64_t qb = kStreamQueryBlock;
   const int64_t nb = (d.N + qb - 1) / qb;
@@ -225,6 +229,7 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
 void seq_project_forward_lowmem(float* out, float* em, const float* E, const float* x,
                                 const float* mask, const SeqProjDims& dims, float* scratch,
                                 int64_t tchunk, ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(dims);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
@@ -262,6 +267,7 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
 
 void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
                          const float* mask, const SeqProjDims& dims, ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(dims);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
@@ -295,6 +301,7 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch, ComputeType prec) {
+  PhaseScope ps(Phase::attention);
   check(dims);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
@@ -322,6 +329,7 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
 
 void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask, int64_t B,
                       int64_t N, int64_t K, int64_t w, int64_t C) {
+  PhaseScope ps(Phase::attention);
   parallel_for(0, B * K, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / K, j = r % K;
@@ -347,6 +355,7 @@ void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mas
 
 void max_pool_backward(float* dx, const float* dout, const int32_t* arg, int64_t B, int64_t N,
                        int64_t K, int64_t C) {
+  PhaseScope ps(Phase::attention);
   parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t j = 0; j < K; ++j) {

@@ -1,6 +1,7 @@
 #include "layers/projection.h"
 
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 
 namespace lf {
@@ -42,6 +43,7 @@ float* Projections::dE(int i, float* grads) {
 }
 
 void Projections::refresh() {
+  PhaseScope ps(Phase::attention);
   if (cfg_.projection != Projection::conv) return;
   for (ProjectionSlot& s : slots_) {
     const float* c = params_ + s.param->offset;  // kernels [heads, window]
@@ -53,6 +55,7 @@ void Projections::refresh() {
 }
 
 void Projections::reduce_grad(int i, float* grads) {
+  PhaseScope ps(Phase::attention);
   if (cfg_.projection != Projection::conv) return;
   ProjectionSlot& s = slots_[i];
   float* dc = grads + s.param->offset;
@@ -71,6 +74,7 @@ size_t Projections::bytes() const {
 
 void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int64_t N, int64_t K,
                                 ComputeType prec) const {
+  PhaseScope ps(Phase::attention);
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -86,6 +90,7 @@ void Projections::heads_forward(int i, float* kp, const float* x, int64_t B, int
 
 void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x,
                                  int64_t B, int64_t N, int64_t K, ComputeType prec) const {
+  PhaseScope ps(Phase::attention);
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
