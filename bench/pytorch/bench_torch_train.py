@@ -44,6 +44,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 import torch.nn.functional as Fn  # noqa: E402
+from bench_torch import torch_gemm_gflops  # noqa: E402  (the inference peer's, same product)
 
 MASK_ID, FIRST_NORMAL = 4, 5  # our tokenizer's [MASK] and first ordinary id
 
@@ -205,19 +206,12 @@ def ours(a, compute):
            "--sharing", a.sharing, "--attention"] + a.attention + [
            "--n"] + [str(n) for n in a.n] + ["--k", str(a.k)] + (["--bf16"] if compute == "bf16" else [])
     print("running:", " ".join(cmd), file=sys.stderr, flush=True)
-    return json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout)
-
-
-def torch_gemm_gflops(dtype):
-    """The 4096x3072x768 product (Linear 768 -> 3072 on 4096 rows), as ours measures its peak."""
-    lin, x = torch.nn.Linear(768, 3072), torch.randn(4096, 768)
-    best = 1e9
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-        for _ in range(5):
-            t0 = time.perf_counter()
-            lin(x)
-            best = min(best, time.perf_counter() - t0)
-    return 2 * 4096 * 3072 * 768 / best / 1e9
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
+    if a.save_ours:  # `linformer bench --from-json FILE` prints its tables with the phases
+        os.makedirs(a.save_ours, exist_ok=True)
+        with open(os.path.join(a.save_ours, "bench_train_%s_run%d.json" % (compute, a.run)), "wb") as f:
+            f.write(out)
+    return json.loads(out)
 
 
 def main():
@@ -245,6 +239,8 @@ def main():
     ap.add_argument("--no-foreach", dest="foreach", action="store_false",
                     help="AdamW's per-tensor loop instead of its multi-tensor implementation")
     ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--save-ours", metavar="DIR",
+                    help="keep our JSON documents there (bench_train_<f32|bf16>_run<R>.json)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     tg = {d: torch_gemm_gflops(d) for d in ("f32", "bf16")}
@@ -253,6 +249,7 @@ def main():
     best = {}  # (attention, n) -> {"ours f32": tok/s, ..., "params": ...}
     peaks = {}
     for run in range(a.runs):
+        a.run = run + 1
         docs = {c: ours(a, c) for c in ("f32", "bf16")}
         for c, doc in docs.items():
             peaks[c] = max(peaks.get(c, 0), doc["meta"]["peak_gflops"])
