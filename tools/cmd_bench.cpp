@@ -320,8 +320,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "Attention heads")->capture_default_str();
   cmd->add_option("--d-ff", o->d_ff, "FFN width")->capture_default_str();
   cmd->add_option("--vocab", o->vocab, "Vocabulary size")->capture_default_str();
-  cmd->add_option("--n", o->ns, "Sequence lengths (default 512 1024 ... 65536)");
-  cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048)");
+  cmd->add_option("--n", o->ns, "Sequence lengths (default 512 1024 ... 65536; --train: 512)")
+      ->delimiter(',');
+  cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048; --train: 128)")
+      ->delimiter(',');
   cmd->add_option("--attention", o->kinds,
                   "Which of standard tiled streaming linformer to run (--train: standard "
                   "linformer; default linformer)")
