@@ -26,9 +26,10 @@ for a in "$@"; do case "$a" in
   # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
   --demo) pkgs+=(bible-kjv) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
-  # default BLAS is the slow reference one, which would make the comparison meaningless);
-  # bench/pytorch/bench_torch.py --blas picks the build.
-  --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread) ;;
+  # default BLAS is the slow reference one, which would make the comparison meaningless), and
+  # jemalloc (the training peer preloads it); bench/pytorch/torch_setup.py picks them.
+  --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread
+                  libjemalloc2) ;;
   # The sanitizer build and its libFuzzer harnesses (make sanitize, make fuzz): clang, its runtimes (libFuzzer, ASan,
   # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
   --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;

@@ -23,35 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code = -1;         // exit status, or 128 + signal number
-  bool crashed = false;  // ended by a signal
-  std::string out, err;
-};
-
-// Runs `linformer ARGS` (ARGS is shell text) with stdout and stderr captured into files in dir.
-RunResult run_cli(const std::string& dir, const std::string& args) {
-  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  EXPECT_TRUE(fs::exists(bin)) << bin << " is missing: build the `linformer` target first";
-  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
-  const int st = std::system(cmd.c_str());
-  RunResult r;
-  if (st != -1 && WIFEXITED(st)) {
-    r.code = WEXITSTATUS(st);
-    r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
-  } else if (st != -1 && WIFSIGNALED(st)) {
-    r.code = 128 + WTERMSIG(st);
-    r.crashed = true;
-  }
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-std::string show(const RunResult& r) {
-  return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
-}
+using test::RunResult;
+using test::run_cli;
+using test::show;
 
 void expect_ok(const RunResult& r, const std::string& what) {
   EXPECT_EQ(r.code, 0) << what << "\n" << show(r);

@@ -1,8 +1,10 @@
 // Helpers shared by the tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -11,6 +13,7 @@
 #include "core/buffer.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
 #include "linformer/rng.h"
 
@@ -55,6 +58,38 @@ std::string error_of(F&& f) {
     EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";         \
     EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
   } while (0)
+
+struct RunResult {
+  int code = -1;         // exit status, or 128 + signal number
+  bool crashed = false;  // ended by a signal
+  std::string out, err;
+};
+
+// The `linformer` program run as a separate process (test_cli.cpp, test_bench_train.cpp).
+// Runs `linformer ARGS` (ARGS is shell text) with stdout and stderr captured into files in dir.
+inline RunResult run_cli(const std::string& dir, const std::string& args) {
+  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
+  EXPECT_TRUE(std::filesystem::exists(bin))
+      << bin << " is missing: build the `linformer` target first";
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  const std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  const int st = std::system(cmd.c_str());
+  RunResult r;
+  if (st != -1 && WIFEXITED(st)) {
+    r.code = WEXITSTATUS(st);
+    r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
+  } else if (st != -1 && WIFSIGNALED(st)) {
+    r.code = 128 + WTERMSIG(st);
+    r.crashed = true;
+  }
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+inline std::string show(const RunResult& r) {
+  return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
+}
 
 // A small model shape used across tests.
 inline Config tiny_config() {

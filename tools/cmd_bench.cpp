@@ -8,11 +8,7 @@
 // Every configuration runs in a forked child process, so its VmHWM (peak RSS) is its own.
 // The parent never touches OpenMP or oneDNN (a forked child of a process that has started
 // OpenMP threads may not use OpenMP).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "linformer/bench.h"
@@ -38,52 +35,12 @@ namespace lf::cli {
 
 namespace {
 
-using nlohmann::json;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-struct Opts {
-  int64_t layers = 12, d_model = 768, heads = 12, d_ff = 3072, vocab = 50265;
-  std::vector<int64_t> ns, ks;
-  std::vector<std::string> kinds = {"standard", "tiled", "streaming", "linformer"};
-  double budget_gib = 0;  // 0: default
-  int64_t batch_tokens = 8192;
-  bool at_max_batch = false;
-  int reps = 3;
-  double max_run_seconds = 900;
-  bool quick = false, json_out = false, no_fork = false, bf16 = false;
-  std::string out_dir, from_json;
-  uint64_t seed = 1;
-};
+using namespace benchcli;
 
 struct Job {
   std::string kind;  // standard (materialized) | tiled | streaming | linformer
   int64_t n = 0, k = 0;
 };
-
-Config make_config(const Opts& o, const Job& j) {
-  Config c;
-  c.vocab_size = o.vocab;
-  c.max_len = j.n;
-  c.d_model = o.d_model;
-  c.n_heads = o.heads;
-  c.d_ff = o.d_ff;
-  c.n_layers = o.layers;
-  c.position_offset = 2;
-  c.attention = j.kind == "linformer" ? AttentionKind::linformer : AttentionKind::standard;
-  c.k = {j.kind == "linformer" ? j.k : 128};
-  c.sharing = Sharing::layerwise;
-  c.projection = Projection::linear;
-  c.dropout = 0.f;
-  c.attention_dropout = 0.f;
-  c.validate();
-  return c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // Runs one configuration in this process. `predicted_gflops`: rate used to skip runs that
 // would take longer than max_run_seconds.
@@ -95,7 +52,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["layers"] = o.layers;
   const ComputeType ct = cli::compute_type_of(o.bf16);
   r["compute"] = compute_type_name(ct);
-  const Config cfg = make_config(o, j);
+  const Config cfg = make_config(o, j.kind, j.n, j.k);
   Model m(cfg);
   m.set_compute_type(ct);
   if (j.kind == "standard") m.set_exact_attention(Model::ExactAttention::materialized);
@@ -158,58 +115,6 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["threads"] = bench::threads();
   return r;
 }
-
-// Runs f() in a forked child and returns the JSON it produced (or an error record).
-template <typename F>
-json isolated(const F& f) {
-  int fd[2];
-  LF_CHECK(pipe(fd) == 0, "bench: pipe failed: ", std::strerror(errno));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  LF_CHECK(pid >= 0, "bench: fork failed: ", std::strerror(errno));
-  if (pid == 0) {
-    close(fd[0]);
-    std::string out;
-    try {
-      out = f().dump();
-    } catch (const std::exception& e) {
-      out = json{{"status", "error"}, {"error", e.what()}}.dump();
-    }
-    size_t off = 0;
-    while (off < out.size()) {
-      const ssize_t w = write(fd[1], out.data() + off, out.size() - off);
-      if (w <= 0) break;
-      off += static_cast<size_t>(w);
-    }
-    close(fd[1]);
-    _exit(0);
-  }
-  close(fd[1]);
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fd[0], buf, sizeof buf);
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (WIFSIGNALED(st))
-    return json{{"status", "error"},
-                {"error", std::string("killed by signal ") + std::to_string(WTERMSIG(st)) +
-                              (WTERMSIG(st) == 9 ? " (out of memory?)" : "")}};
-  if (text.empty()) return json{{"status", "error"}, {"error", "child produced no result"}};
-  return json::parse(text);
-}
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
 
 const json* find_run(const std::vector<json>& runs, const std::string& kind, int64_t n,
                      int64_t k) {
@@ -402,7 +307,12 @@ void add_bench(CLI::App& app) {
       "budget (engine accounting, no allocation), and the time per sequence. Each\n"
       "configuration runs in its own child process (peak RSS per configuration). Writes\n"
       "the grids as markdown (stdout, or JSON with --json) and, with --out-dir, bench.md,\n"
-      "bench.csv, bench.json, bench_time.svg and bench_memory.svg. Progress on stderr.");
+      "bench.csv, bench.json, bench_time.svg and bench_memory.svg. Progress on stderr.\n"
+      "With --train: training speed instead (MLM steps: forward, backward, AdamW), tokens/s,\n"
+      "GFLOP/s against the matmul peak, peak RSS and where the time goes (matmul, attention,\n"
+      "element-wise, optimiser, data); defaults to the model of docs/benchmarks.md, \"Training\n"
+      "speed\" (4 layers, d 256, 4 heads, d_ff 1024, vocab 8192, Linformer k 128 headwise,\n"
+      "n 512, batch 8). bench/pytorch/bench_torch_train.py runs PyTorch's peer beside it.");
   auto o = std::make_shared<Opts>();
   cmd->add_option("--layers", o->layers, "Encoder layers (ratios are per layer)")
       ->capture_default_str();
@@ -410,11 +320,18 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "Attention heads")->capture_default_str();
   cmd->add_option("--d-ff", o->d_ff, "FFN width")->capture_default_str();
   cmd->add_option("--vocab", o->vocab, "Vocabulary size")->capture_default_str();
-  cmd->add_option("--n", o->ns, "Sequence lengths (default 512 1024 ... 65536)");
-  cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048)");
-  cmd->add_option("--attention", o->kinds, "Which of standard tiled streaming linformer to run")
+  cmd->add_option("--n", o->ns, "Sequence lengths (default 512 1024 ... 65536; --train: 512)")
+      ->delimiter(',');
+  cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048; --train: 128)")
+      ->delimiter(',');
+  cmd->add_option("--attention", o->kinds,
+                  "Which of standard tiled streaming linformer to run (--train: standard "
+                  "linformer; default linformer)")
       ->check(CLI::IsMember({"standard", "tiled", "streaming", "linformer"}))
       ->capture_default_str();
+  cmd->add_option("--sharing", o->sharing,
+                  "Linformer projection sharing (default layerwise; --train: headwise)")
+      ->check(CLI::IsMember({"none", "headwise", "kv", "layerwise"}));
   cmd->add_option("--memory-budget", o->budget_gib,
                   "Memory budget in GiB (default: 16, or 70% of RAM if less)");
   cmd->add_option("--batch-tokens", o->batch_tokens,
@@ -422,7 +339,9 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--at-max-batch", o->at_max_batch,
                 "Time at the largest batch that fits (slow; the paper's setting)");
-  cmd->add_option("--reps", o->reps, "Timed repetitions after one warm-up (median)")
+  cmd->add_option("--reps", o->reps,
+                  "Timed repetitions after one warm-up (median); --train: timed steps "
+                  "(default 5)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--max-run-seconds", o->max_run_seconds,
@@ -438,12 +357,47 @@ void add_bench(CLI::App& app) {
                 "Run every configuration in this process (peak RSS is then process-wide)");
   cmd->add_option("--out-dir", o->out_dir, "Folder for bench.md/.csv/.json and the SVG plots");
   cmd->add_option("--seed", o->seed, "Seed of weights and token ids")->capture_default_str();
+  cmd->add_flag("--train", o->train,
+                "Training speed: timed MLM training steps (see above) instead of inference");
+  cmd->add_option("--batch", o->batch, "--train: sequences per step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "--train: untimed steps before the timed ones")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_option("--from-json", o->from_json,
                   "Run nothing: rewrite the markdown/CSV/plots from an earlier bench.json")
       ->check(CLI::ExistingFile);
   auto* layers_opt = cmd->get_option("--layers");
-  cmd->callback([o, layers_opt] {
+  cmd->callback([o, layers_opt, cmd] {
     Opts& opt = *o;
+    const auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
+    json train_doc;
+    if (!opt.from_json.empty()) {
+      train_doc = json::parse(read_file(opt.from_json));
+      if (train_doc.at("meta").value("mode", "") != "train") train_doc = nullptr;
+    }
+    if (opt.train || !train_doc.is_null()) {
+      for (const char* name :
+           {"--memory-budget", "--batch-tokens", "--at-max-batch", "--max-run-seconds", "--quick"})
+        LF_CHECK(!given(name), "bench --train: ", name, " is an option of the inference benchmark");
+      // The model of issue 13 unless given (docs/benchmarks.md, "Training speed").
+      if (!given("--layers")) opt.layers = 4;
+      if (!given("--d-model")) opt.d_model = 256;
+      if (!given("--heads")) opt.heads = 4;
+      if (!given("--d-ff")) opt.d_ff = 1024;
+      if (!given("--vocab")) opt.vocab = 8192;
+      if (!given("--attention")) opt.kinds = {"linformer"};
+      if (!given("--reps")) opt.reps = 5;
+      if (opt.sharing.empty()) opt.sharing = "headwise";
+      if (opt.ns.empty()) opt.ns = {512};
+      if (opt.ks.empty()) opt.ks = {128};
+      run_train_bench(opt, train_doc.is_null() ? nullptr : &train_doc);
+      return;
+    }
+    LF_CHECK(!given("--batch") && !given("--warmup"),
+             "bench: --batch and --warmup are options of --train (inference sizes its batch "
+             "with --batch-tokens)");
     if (opt.quick) {
       if (opt.ns.empty()) opt.ns = {512, 1024, 2048, 4096};
       if (opt.ks.empty()) opt.ks = {128, 256};
@@ -577,3 +531,42 @@ void add_bench(CLI::App& app) {
 }
 
 }  // namespace lf::cli
+
+namespace lf::cli::benchcli {
+
+Config make_config(const Opts& o, const std::string& kind, int64_t n, int64_t k) {
+  Config c;
+  c.vocab_size = o.vocab;
+  c.max_len = n;
+  c.d_model = o.d_model;
+  c.n_heads = o.heads;
+  c.d_ff = o.d_ff;
+  c.n_layers = o.layers;
+  c.position_offset = 2;
+  c.attention = kind == "linformer" ? AttentionKind::linformer : AttentionKind::standard;
+  c.k = {kind == "linformer" ? k : 128};
+  c.sharing = Sharing::layerwise;
+  for (Sharing v : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
+    if (o.sharing == to_string(v)) c.sharing = v;
+  c.projection = Projection::linear;
+  c.dropout = 0.f;
+  c.attention_dropout = 0.f;
+  c.validate();
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string gib(double bytes) { return fmt("%.2f", bytes / kGiB); }
+
+}  // namespace lf::cli::benchcli

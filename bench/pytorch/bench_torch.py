@@ -29,34 +29,14 @@ import math
 import os
 import subprocess
 import sys
-import glob
 import time
 
 
-def select_blas():
-    """PyTorch calls Debian's libblas.so.3. --blas openmp|pthread puts that OpenBLAS build's
-    folder first on LD_LIBRARY_PATH and runs this script again; --blas system keeps what the
-    system's alternative points at."""
-    choice = "openmp"
-    for i, a in enumerate(sys.argv):
-        if a == "--blas" and i + 1 < len(sys.argv):
-            choice = sys.argv[i + 1]
-        elif a.startswith("--blas="):
-            choice = a.split("=", 1)[1]
-    if choice == "system" or os.environ.get("LF_BENCH_BLAS") == choice:
-        return
-    dirs = glob.glob("/usr/lib/*/openblas-%s" % choice)
-    if not dirs:
-        print("warning: OpenBLAS %s build not installed (libopenblas0-%s); using the system BLAS"
-              % (choice, choice), file=sys.stderr)
-        return
-    env = dict(os.environ, LF_BENCH_BLAS=choice,
-               LD_LIBRARY_PATH=":".join([dirs[0]] + [p for p in [os.environ.get("LD_LIBRARY_PATH")] if p]))
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_setup  # noqa: E402
 
 if __name__ == "__main__":
-    select_blas()
+    torch_setup.select(blas_default="openmp", malloc_default="system")
 
 import torch  # noqa: E402
 import torch.nn.functional as Fn
@@ -222,6 +202,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--blas", choices=["openmp", "pthread", "system"], default="openmp",
                     help="OpenBLAS build PyTorch uses (default openmp, its best set-up here)")
+    ap.add_argument("--malloc", choices=["system", "jemalloc"], default="system",
+                    help="allocator (see torch_setup.py; default system)")
     ap.add_argument("--torch-memory-gib", type=float, default=12.0,
                     help="skip PyTorch standard attention whose score tensors need more")
     ap.add_argument("--markdown", help="also write the table to this file")

@@ -1,9 +1,11 @@
 // Helpers of the efficiency benchmark (`linformer bench`) and the kernel micro-benchmarks:
-// model FLOP counts, memory sizing against a budget, process memory figures, sgemm peak.
+// model FLOP counts, memory sizing against a budget, process memory figures, sgemm peak, and
+// the timed training steps of `linformer bench --train`.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
@@ -21,6 +23,15 @@ namespace bench {
 double encoder_flops(const Config& cfg, int64_t n);
 // The same for one layer (layer index l).
 double layer_flops(const Config& cfg, int64_t l, int64_t n);
+
+// Matrix-product FLOPs of the MLM head for one labelled row, forward: the dense D x D map and
+// the output map to the vocabulary (D x V, tied to the word embeddings).
+double mlm_head_flops(const Config& cfg);
+// Matrix-product FLOPs of one MLM training step on B sequences of length n with `masked`
+// labelled rows: forward plus backward, which computes two products (input and weight
+// gradients) for every product of the forward, so 3 x (B x encoder_flops + masked x
+// mlm_head_flops). The engine's product timers count the same (docs/benchmarks.md).
+double training_flops(const Config& cfg, int64_t n, int64_t B, double masked);
 
 // Bytes the engine accounts for a forward pass of (B, n) in inference: parameters (and
 // gradients if allocated) + packed inference weights + activations and scratch
@@ -46,6 +57,45 @@ int threads();
 
 // Seconds on a steady clock.
 double now_seconds();
+
+// ---- Training steps (`linformer bench --train`) ----
+
+struct TrainBenchOptions {
+  int64_t batch = 8;        // sequences per step
+  int warmup_steps = 2;     // untimed steps first (arena growth, oneDNN primitives)
+  int steps = 5;            // timed steps (the median is reported)
+  ComputeType compute = ComputeType::f32;  // Model::set_train_compute_type
+  bool phases = true;       // run the phase timers during the timed steps
+  uint64_t seed = 1;        // weights, token ids, masking
+};
+
+// Wall-clock seconds of one phase of a step: matmul, attention, elementwise, optimizer, data
+// (core/profile.h says what each holds) and other (the rest of the step).
+struct PhaseTime {
+  std::string name;
+  double seconds = 0;
+  double calls = 0;
+};
+
+struct TrainBenchResult {
+  size_t params = 0;               // parameters AdamW updates (the whole table)
+  int64_t tokens_per_step = 0;     // B x n
+  double masked_per_step = 0;      // labelled rows of the timed steps, mean
+  std::vector<double> step_seconds;  // every timed step, in order
+  double seconds_per_step = 0;     // median of step_seconds
+  double flops_per_step = 0;       // training_flops() at masked_per_step
+  // Of the median step (the mean of the middle two for an even count); empty without phases.
+  std::vector<PhaseTime> phases;
+  double matmul_flops_counted = 0;  // FLOPs the product timers saw in that step
+  double masked_median_step = 0;    // labelled rows of that step
+  double final_loss = 0;            // MLM loss of the last step
+  size_t engine_bytes = 0;          // parameters + gradients + AdamW moments + activations
+};
+
+// Runs warm-up then timed MLM training steps as pretraining does (batch from a random token
+// stream with dynamic masking, zero_grad, forward, MLM loss, backward, gradient clipping at 1,
+// AdamW) on a model of `cfg` (dropout as configured) with sequences of length n <= max_len.
+TrainBenchResult time_training(const Config& cfg, int64_t n, const TrainBenchOptions& o);
 
 }  // namespace bench
 }  // namespace lf

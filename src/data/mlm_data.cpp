@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/profile.h"
 #include "data/corpus.h"
 #include "linformer/error.h"
 #include "linformer/rng.h"
@@ -215,6 +216,7 @@ void MlmBatch::resize(int64_t B, int64_t n) {
 void make_mlm_batch(const PackedSequences& seqs, const std::vector<int64_t>& which,
                     const std::vector<int64_t>& epochs, const MaskingOptions& mo, uint64_t seed,
                     MlmBatch* out) {
+  PhaseScope ps(Phase::data);
   const int64_t B = static_cast<int64_t>(which.size()), n = seqs.n;
   out->resize(B, n);
   out->real_tokens = 0;

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/dnnl_util.h"
 #include "linformer/error.h"
 
@@ -115,6 +116,7 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   LF_DCHECK(M == 0 || N == 0 || (C && (K == 0 || (A && B))), "gemm: null operand for M=", M,
             " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(M) * static_cast<double>(N) * K);
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];

@@ -9,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/profile.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/matmul.h"
 #include "linformer/error.h"
@@ -147,6 +148,7 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
 void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias,
                          Epilogue e) const {
   LF_CHECK(packed(), "packed linear: apply() before pack()");
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
   LF_DCHECK(out && x, "packed linear: null input or output for ", rows, " rows");

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 #include "linformer/error.h"
@@ -27,6 +28,7 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
   if (b) {
+    PhaseScope ps(Phase::elementwise);
     parallel_for(0, d.rows, row_grain(d.out), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
     });
@@ -44,6 +46,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
   if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
   if (db) {
+    PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
         const float* g = dout + r * out_f;
@@ -57,6 +60,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        const float* b, int64_t rows, int64_t C, float eps) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (out && inp && w && b), "layernorm_forward: null pointer");
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
@@ -87,6 +91,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_backward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (dinp && dw && db && dout && inp && w && mean && rstd),
             "layernorm_backward: null pointer");
+  PhaseScope ps(Phase::elementwise);
   // Parameter gradients: reduce over rows, parallel over columns (no races).
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -121,11 +126,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, n, kGrainElems,
                [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   const float inv_sqrt_2pi = 0.3989422804014327f;
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -138,10 +145,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 }
 
 void tanh_forward(float* out, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);
 }
 
 void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i] * (1.f - out[i] * out[i]);
 }
 
@@ -170,6 +179,7 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
                      const float* key_mask) {
   LF_DCHECK(rows >= 0 && cols > 0, "softmax_forward: bad shape rows=", rows, " cols=", cols);
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       softmax_row(out + r * cols, inp + r * cols, cols, scale, key_mask);
@@ -179,6 +189,7 @@ void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, f
 void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
                       float scale, bool accumulate) {
   LF_DCHECK(rows >= 0 && cols > 0, "softmax_backward: bad shape rows=", rows, " cols=", cols);
+  PhaseScope ps(Phase::elementwise);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* pr = p + r * cols;
@@ -221,6 +232,7 @@ struct DropoutMask {
 
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream) {
+  PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     if (out != inp) std::copy(inp, inp + n, out);
     return;
@@ -235,6 +247,7 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
                       uint64_t stream) {
+  PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
     return;
@@ -259,6 +272,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* word, const 
                        const float* type, const EmbedDims& d) {
   check(d, "embedding_forward");
   LF_DCHECK(out && ids && word && pos && type, "embedding_forward: null pointer");
+  PhaseScope ps(Phase::elementwise);
   const int64_t N = d.N, C = d.C, pos_offset = d.pos_offset;
   parallel_for(0, d.B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -274,6 +288,7 @@ void embedding_backward(float* dword, float* dpos, float* dtype, const float* do
                         const int32_t* ids, const EmbedDims& d) {
   check(d, "embedding_backward");
   LF_DCHECK(dword && dpos && dtype && dout && ids, "embedding_backward: null pointer");
+  PhaseScope ps(Phase::elementwise);
   const int64_t B = d.B, N = d.N, C = d.C, pos_offset = d.pos_offset;
   // Parallel over feature columns: each thread owns a slice of every row, so no races.
   parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
@@ -294,6 +309,7 @@ double cross_entropy(float* dlogits, const float* logits, const int32_t* targets
                      int64_t V, float grad_scale, int64_t* count) {
   LF_DCHECK(rows >= 0 && V > 0, "cross_entropy: bad shape rows=", rows, " V=", V);
   LF_DCHECK(rows == 0 || (logits && targets), "cross_entropy: null logits or targets");
+  PhaseScope ps(Phase::elementwise);
   double total = 0.0;
   int64_t counted = 0;
   const int nt = num_threads();

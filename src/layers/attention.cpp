@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
@@ -55,6 +56,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
   LF_DCHECK(ctx && q && kk && vv, "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
+  PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -95,6 +97,7 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
             "attention_backward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
@@ -230,6 +233,7 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
                                  float* scratch, ComputeType prec) {
   check(d, "attention_streaming_forward");
   LF_DCHECK(ctx && q && kk && vv && scratch, "attention_streaming_forward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t qb = kStreamQueryBlock;
   const int64_t nb = (d.N + qb - 1) / qb;
   const int64_t per_thread = attention_streaming_work_floats(qb, d);
@@ -251,6 +255,7 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
   LF_DCHECK(out && E && x && (!mask || (scratch && tchunk > 0)),
             "seq_project_forward_lowmem: null pointer, or no scratch / tchunk=", tchunk,
             " for a mask");
+  PhaseScope ps(Phase::attention);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   if (!mask) {
@@ -290,6 +295,7 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
   check(dims, "seq_project_forward");
   LF_DCHECK(out && E && x && (!mask || Ebm),
             "seq_project_forward: null output, E or input, or no Ebm for a mask");
+  PhaseScope ps(Phase::attention);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
@@ -325,6 +331,7 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   check(dims, "seq_project_backward");
   LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && (!mask || scratch))),
             "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");
+  PhaseScope ps(Phase::attention);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   for (int64_t b = 0; b < B; ++b) {
@@ -353,6 +360,7 @@ void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mas
                       const PoolDims& d) {
   check(d, "max_pool_forward");
   LF_DCHECK(out && arg && x, "max_pool_forward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t N = d.N, K = d.K, w = d.w, C = d.C;
   parallel_for(0, d.B * K, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -380,6 +388,7 @@ void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mas
 void max_pool_backward(float* dx, const float* dout, const int32_t* arg, const PoolDims& d) {
   check(d, "max_pool_backward");
   LF_DCHECK(dx && dout && arg, "max_pool_backward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t B = d.B, N = d.N, K = d.K, C = d.C;
   parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/profile.h"
 #include "kernels/ops.h"
 #include "layers/attention_path.h"
 #include "layers/feed_forward.h"
@@ -16,7 +17,16 @@ namespace lf {
 
 namespace {
 
-void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
+void zero(float* p, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
+  std::memset(p, 0, n * sizeof(float));
+}
+
+// out = a + b over n elements (the residual sums).
+void residual_add(float* out, const float* a, const float* b, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
 
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
 // d(attention input) `din` (accumulated).
@@ -87,7 +97,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
-  for (int64_t i = 0; i < R * D; ++i) A.a[i] = x_in[i] + L.tmp[i];
+  residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;
   if (!pre) {
     layernorm_forward(A.ffn_in, A.mean1, A.rstd1, A.a, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
@@ -100,10 +110,10 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l));
   if (!pre) {
-    for (int64_t i = 0; i < R * D; ++i) A.f[i] = ffn_base[i] + L.tmp[i];
+    residual_add(A.f, ffn_base, L.tmp, R * D);
     layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps);
   } else {
-    for (int64_t i = 0; i < R * D; ++i) x_out[i] = ffn_base[i] + L.tmp[i];
+    residual_add(x_out, ffn_base, L.tmp, R * D);
   }
 }
 
@@ -122,7 +132,10 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
     zero(L.d1, R * D);  // d f
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
-    std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
+    {
+      PhaseScope ps(Phase::elementwise);
+      std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
+    }
     zero(L.tmp, R * D);
     dropout_backward(L.tmp, L.d1, R * D, p, c.seed, s_ffn);
     ffn.backward(L.d2, L.dG, L.dH, L.tmp, A.ffn_in, A.h, A.g, R, g);

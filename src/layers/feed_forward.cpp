@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/profile.h"
 #include "kernels/ops.h"
 
 namespace lf {
@@ -14,10 +15,16 @@ void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t 
 
 void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, const float* x,
                            const float* h, const float* g, int64_t R, const GradMap& grad) const {
-  std::memset(dG, 0, R * F * sizeof(float));
+  {
+    PhaseScope ps(Phase::elementwise);
+    std::memset(dG, 0, R * F * sizeof(float));
+  }
   linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
                   LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t);
-  std::memset(dH, 0, R * F * sizeof(float));
+  {
+    PhaseScope ps(Phase::elementwise);
+    std::memset(dH, 0, R * F * sizeof(float));
+  }
   gelu_backward(dH, h, dG, R * F);
   linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w,
                   LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t);

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/matmul.h"
 
 namespace lf {
@@ -43,6 +44,7 @@ float* Projections::dE(int i, float* grads) {
 }
 
 void Projections::refresh() {
+  PhaseScope ps(Phase::attention);
   if (cfg_.projection != Projection::conv) return;
   for (ProjectionSlot& s : slots_) {
     const float* c = params_ + s.param->offset;  // kernels [heads, window]
@@ -54,6 +56,7 @@ void Projections::refresh() {
 }
 
 void Projections::reduce_grad(int i, float* grads) {
+  PhaseScope ps(Phase::attention);
   if (cfg_.projection != Projection::conv) return;
   ProjectionSlot& s = slots_[i];
   float* dc = grads + s.param->offset;
@@ -81,6 +84,7 @@ void Projections::heads_forward(int i, float* kp, const float* x, const ProjShap
                                 ComputeType prec) const {
   check(i, s, "heads_forward");
   LF_DCHECK(kp && x, "heads_forward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t B = s.B, N = s.N, K = s.K;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
@@ -99,6 +103,7 @@ void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, 
                                  const ProjShape& s, ComputeType prec) const {
   check(i, s, "heads_backward");
   LF_DCHECK(dx && dkp && (!dE || x), "heads_backward: null pointer");
+  PhaseScope ps(Phase::attention);
   const int64_t B = s.B, N = s.N, K = s.K;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);

@@ -9,6 +9,7 @@
 #include "core/buffer.h"
 #include "core/limits.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
 #include "linformer/error.h"
@@ -288,6 +289,7 @@ void Model::init_some(uint64_t seed, const std::vector<std::string>& names) {
   }
 }
 void Model::zero_grad() {
+  PhaseScope ps(Phase::optimizer);
   impl_->gbase();
   impl_->grads.zero();
 }

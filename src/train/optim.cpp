@@ -7,6 +7,7 @@
 
 #include "core/limits.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 
 namespace lf {
 
@@ -55,6 +56,7 @@ float lr_at(const OptimOptions& o, int64_t step) {
 }
 
 double clip_grad_norm(Model& m, float max_norm) {
+  PhaseScope ps(Phase::optimizer);
   double sq = 0.0;
   const float* g = m.grad_data();
   for (const ParamInfo& p : m.params())
@@ -79,6 +81,7 @@ AdamW::AdamW(Model& m, const OptimOptions& o) : model_(m), o_(o) {
 }
 
 void AdamW::step(float lr) {
+  PhaseScope ps(Phase::optimizer);
   ++t_;
   const float b1 = o_.beta1, b2 = o_.beta2;
   const float bc1 = 1.f - std::pow(b1, static_cast<float>(t_));
