@@ -9,6 +9,8 @@
 namespace lf {
 
 inline int num_threads() { return omp_get_max_threads(); }
+// The calling thread's number in the current parallel region (0 outside one).
+inline int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
 
 // f(i0, i1) is called on disjoint sub-ranges covering [begin, end).
 template <typename F>

@@ -133,14 +133,8 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
   PhaseScope ps(Phase::elementwise);
-  const float inv_sqrt_2pi = 0.3989422804014327f;
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float x = inp[i];
-      const float cdf = 0.5f * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
-      const float pdf = inv_sqrt_2pi * std::exp(-0.5f * x * x);
-      dinp[i] += dout[i] * (cdf + x * pdf);
-    }
+    vm::gelu_backward_n(dinp + i0, inp + i0, dout + i0, i1 - i0);
   });
 }
 
@@ -249,7 +243,10 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
                       uint64_t stream) {
   PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
-    for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i];
+    parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) dinp[i] += dout[i];
+    });
     return;
   }
   const float keep_scale = 1.f / (1.f - p);
@@ -310,13 +307,12 @@ double cross_entropy(float* dlogits, const float* logits, const int32_t* targets
   LF_DCHECK(rows >= 0 && V > 0, "cross_entropy: bad shape rows=", rows, " V=", V);
   LF_DCHECK(rows == 0 || (logits && targets), "cross_entropy: null logits or targets");
   PhaseScope ps(Phase::elementwise);
-  double total = 0.0;
-  int64_t counted = 0;
   const int nt = num_threads();
   std::vector<double> part(nt, 0.0);
   std::vector<int64_t> part_n(nt, 0);
   parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
-    const int t = omp_in_parallel() ? omp_get_thread_num() : 0;
+    const int t = thread_id();
+    thread_local std::vector<float> work;  // exp(x - max) when there is no dlogits to hold it
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = logits + r * V;
       float* d = dlogits ? dlogits + r * V : nullptr;
@@ -325,20 +321,31 @@ double cross_entropy(float* dlogits, const float* logits, const int32_t* targets
         if (d) std::fill(d, d + V, 0.f);
         continue;
       }
-      float mx = x[0];
-      for (int64_t j = 1; j < V; ++j) mx = std::max(mx, x[j]);
-      double sum = 0.0;
-      for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(x[j] - mx));
-      const double lse = mx + std::log(sum);
-      part[t] += lse - x[y];
+      // max over the row (NaN logits are skipped here and poison the sum below).
+      const float mx = vm::masked_scaled_max(x, nullptr, V, 1.f);
+      const float xy = x[y];  // read before d (which may alias x) is written
+      float* e = d;
+      if (!e) {
+        if (work.size() < static_cast<size_t>(V)) work.resize(V);
+        e = work.data();
+      }
+      vm::masked_scaled_shift(e, x, nullptr, V, 1.f, mx);
+      vm::exp_n(e, e, V);
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < V; ++j) sum += e[j];
+      part[t] += static_cast<double>(mx) + std::log(static_cast<double>(sum)) - xy;
       part_n[t] += 1;
       if (d) {
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < V; ++j) d[j] = grad_scale * std::exp(x[j] - mx) * inv;
+        const float s = grad_scale / sum;
+#pragma omp simd
+        for (int64_t j = 0; j < V; ++j) d[j] *= s;
         d[y] -= grad_scale;
       }
     }
   });
+  double total = 0.0;
+  int64_t counted = 0;
   for (int t = 0; t < nt; ++t) {
     total += part[t];
     counted += part_n[t];

@@ -1,4 +1,4 @@
-// Vectorised exp and GELU for the hot loops (softmax, FFN activation).
+// Vectorised exp, GELU and GELU's derivative for the hot loops (softmax, FFN activation).
 // exp: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, and the degree-7 Taylor
 // polynomial of e^r (truncation error < 6e-9 relative); result ~2 ulp of std::exp.
 // GELU: Phi(x) = 1 - erfc(z)/2 (x >= 0) or erfc(z)/2 (x < 0), z = |x|/sqrt(2), with
@@ -72,6 +72,13 @@ inline float phi_scalar(float x) {
 
 inline float gelu_scalar(float x) { return x * phi_scalar(x); }
 
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;  // 1/sqrt(2 pi)
+
+// GELU'(x) = Phi(x) + x phi(x), phi the standard normal density.
+inline float gelu_grad_scalar(float x) {
+  return phi_scalar(x) + x * kInvSqrt2Pi * exp_scalar(-0.5f * x * x);
+}
+
 #if defined(__AVX512F__)
 inline __m512 exp16(__m512 x) {
   // Lanes below kExpMin (including -inf) give 0, above kExpMax +inf, NaN lanes stay NaN.
@@ -99,7 +106,8 @@ inline __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(res, nan, x_in);
 }
 
-inline __m512 gelu16(__m512 x) {
+// Phi(x), the standard normal CDF, through the fitted erfc.
+inline __m512 phi16(__m512 x) {
   const __m512 ax = _mm512_abs_ps(x);
   __m512 z = _mm512_mul_ps(ax, _mm512_set1_ps(0.70710678118654752f));
   z = _mm512_min_ps(z, _mm512_set1_ps(10.f));
@@ -110,8 +118,16 @@ inline __m512 gelu16(__m512 x) {
   const __m512 e = _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(z, z, p)));  // erfc(z)
   const __m512 half_e = _mm512_mul_ps(e, _mm512_set1_ps(0.5f));
   const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  const __m512 phi = _mm512_mask_mov_ps(_mm512_sub_ps(_mm512_set1_ps(1.f), half_e), neg, half_e);
-  return _mm512_mul_ps(x, phi);
+  return _mm512_mask_mov_ps(_mm512_sub_ps(_mm512_set1_ps(1.f), half_e), neg, half_e);
+}
+
+inline __m512 gelu16(__m512 x) { return _mm512_mul_ps(x, phi16(x)); }
+
+inline __m512 gelu_grad16(__m512 x) {
+  const __m512 pdf = _mm512_mul_ps(
+      _mm512_set1_ps(kInvSqrt2Pi),
+      exp16(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
+  return _mm512_fmadd_ps(x, pdf, phi16(x));
 }
 #endif
 
@@ -141,6 +157,26 @@ inline void gelu_n(float* y, const float* x, int64_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = gelu_scalar(x[i]);
+}
+
+// d[i] += g[i] * GELU'(x[i]) for n elements.
+inline void gelu_backward_n(float* d, const float* x, const float* g, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(d + i, _mm512_fmadd_ps(_mm512_loadu_ps(g + i),
+                                            gelu_grad16(_mm512_loadu_ps(x + i)),
+                                            _mm512_loadu_ps(d + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 dg = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, g + i),
+                                      gelu_grad16(_mm512_maskz_loadu_ps(m, x + i)),
+                                      _mm512_maskz_loadu_ps(m, d + i));
+    _mm512_mask_storeu_ps(d + i, m, dg);
+    return;
+  }
+#endif
+  for (; i < n; ++i) d[i] += g[i] * gelu_grad_scalar(x[i]);
 }
 
 // Softmax building blocks over a row of n scores x with an optional key mask (mask[j] == 0:

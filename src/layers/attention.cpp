@@ -22,8 +22,6 @@ int64_t attention_scratch_floats(const AttnDims& d, bool dropout) {
 
 namespace {
 
-int thread_id() { return omp_in_parallel() ? omp_get_thread_num() : 0; }
-
 // Shape checks at kernel entry (LF_DCHECK: debug and LINFORMER_CHECKS builds).
 void check(const AttnDims& d, const char* what) {
   LF_DCHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.Dh > 0 && d.D == d.H * d.Dh, what,

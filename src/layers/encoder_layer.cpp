@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/ops.h"
 #include "layers/attention_path.h"
@@ -25,7 +26,10 @@ void zero(float* p, int64_t n) {
 // out = a + b over n elements (the residual sums).
 void residual_add(float* out, const float* a, const float* b, int64_t n) {
   PhaseScope ps(Phase::elementwise);
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  parallel_for(0, n, 1 << 14, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into

@@ -55,18 +55,50 @@ float lr_at(const OptimOptions& o, int64_t step) {
   return o.lr * std::max(0.f, 1.f - frac);
 }
 
+namespace {
+
+// Calls f(p, i0, i1) for element ranges [i0, i1) of the parameters, inside one parallel region
+// whose threads split the elements of all parameters evenly (a parameter may be split between
+// threads; f sees each element exactly once). f may use the thread number.
+template <typename F>
+void for_param_elements(const std::vector<ParamInfo>& params, const F& f) {
+  std::vector<int64_t> end(params.size());  // cumulative element counts
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) end[i] = total += static_cast<int64_t>(params[i].numel);
+  parallel_for(0, total, 1 << 15, [&](int64_t a, int64_t b) {
+    size_t i = std::upper_bound(end.begin(), end.end(), a) - end.begin();
+    for (; i < params.size() && a < b; ++i) {
+      const int64_t first = end[i] - static_cast<int64_t>(params[i].numel);
+      const int64_t stop = std::min(b, end[i]);
+      f(params[i], a - first, stop - first);
+      a = stop;
+    }
+  });
+}
+
+}  // namespace
+
 double clip_grad_norm(Model& m, float max_norm) {
   PhaseScope ps(Phase::optimizer);
+  float* g = m.grad_data();
+  std::vector<double> part(num_threads(), 0.0);
+  for_param_elements(m.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
+    const float* gp = g + p.offset;
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t i = i0; i < i1; ++i) sq += static_cast<double>(gp[i]) * gp[i];
+    part[thread_id()] += sq;
+  });
   double sq = 0.0;
-  const float* g = m.grad_data();
-  for (const ParamInfo& p : m.params())
-    for (size_t i = 0; i < p.numel; ++i) sq += static_cast<double>(g[p.offset + i]) * g[p.offset + i];
+  for (double v : part) sq += v;
   const double norm = std::sqrt(sq);
   if (max_norm > 0.f && norm > max_norm) {
     const float s = static_cast<float>(max_norm / (norm + 1e-6));
-    float* gw = m.grad_data();
-    for (const ParamInfo& p : m.params())
-      for (size_t i = 0; i < p.numel; ++i) gw[p.offset + i] *= s;
+    for_param_elements(m.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
+      float* gp = g + p.offset;
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) gp[i] *= s;
+    });
   }
   return norm;
 }
@@ -83,29 +115,28 @@ AdamW::AdamW(Model& m, const OptimOptions& o) : model_(m), o_(o) {
 void AdamW::step(float lr) {
   PhaseScope ps(Phase::optimizer);
   ++t_;
-  const float b1 = o_.beta1, b2 = o_.beta2;
+  const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps;
   const float bc1 = 1.f - std::pow(b1, static_cast<float>(t_));
   const float bc2 = 1.f - std::pow(b2, static_cast<float>(t_));
   float* w = model_.param_data();
   const float* g = model_.grad_data();
-  for (const ParamInfo& p : model_.params()) {
+  for_param_elements(model_.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
+    if (p.projection && o_.projection_lr_scale == 0.f) return;  // frozen: weights and moments
+                                                               // untouched
     const float wd = p.decay ? o_.weight_decay : 0.f;
     const float plr = p.projection ? lr * o_.projection_lr_scale : lr;
-    if (p.projection && o_.projection_lr_scale == 0.f)
-      continue;  // frozen: weights and moments untouched
     float* wp = w + p.offset;
     const float* gp = g + p.offset;
     float* mp = m_.data() + p.offset;
     float* vp = v_.data() + p.offset;
-    parallel_for(0, static_cast<int64_t>(p.numel), 1 << 14, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        mp[i] = b1 * mp[i] + (1.f - b1) * gp[i];
-        vp[i] = b2 * vp[i] + (1.f - b2) * gp[i] * gp[i];
-        const float mh = mp[i] / bc1, vh = vp[i] / bc2;
-        wp[i] -= plr * (mh / (std::sqrt(vh) + o_.eps) + wd * wp[i]);
-      }
-    });
-  }
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      mp[i] = b1 * mp[i] + (1.f - b1) * gp[i];
+      vp[i] = b2 * vp[i] + (1.f - b2) * gp[i] * gp[i];
+      const float mh = mp[i] / bc1, vh = vp[i] / bc2;
+      wp[i] -= plr * (mh / (std::sqrt(vh) + eps) + wd * wp[i]);
+    }
+  });
 }
 
 }  // namespace lf
