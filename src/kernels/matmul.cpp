@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/profile.h"
@@ -85,29 +86,43 @@ const Bf16Product& bf16_product(const Bf16Key& key) {
   return cache.emplace(key, Bf16Product{a, b, c, dnnl::matmul(pd)}).first->second;
 }
 
-// C = alpha op(A) op(B) + beta C with bf16 inputs through a cached oneDNN matmul primitive.
+// C = alpha op(A) op(B) + beta C with bf16 inputs through a cached oneDNN matmul primitive;
+// operands not given rounded in `pre` are rounded into per-thread buffers.
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  thread_local std::vector<uint16_t> abuf, bbuf;
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const Bf16Inputs& pre) {
+  thread_local Buffer<uint16_t> abuf, bbuf;
   thread_local dnnl::stream strm(cpu_engine());
-  const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
-  const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
-  if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
-  if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
-  to_bf16(abuf.data(), A, ar, ac, lda);
-  to_bf16(bbuf.data(), B, br, bc, ldb);
+  const uint16_t* a = pre.a;
+  const uint16_t* b = pre.b;
+  if (!a) {
+    const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
+    if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
+    to_bf16(abuf.data(), A, ar, ac, lda);
+    a = abuf.data();
+  }
+  if (!b) {
+    const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
+    if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
+    to_bf16(bbuf.data(), B, br, bc, ldb);
+    b = bbuf.data();
+  }
   const Bf16Product& p = bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta});
-  dnnl::memory ma(p.a, cpu_engine(), abuf.data()), mb(p.b, cpu_engine(), bbuf.data()),
-      mc(p.c, cpu_engine(), C);
+  dnnl::memory ma(p.a, cpu_engine(), const_cast<uint16_t*>(a)),
+      mb(p.b, cpu_engine(), const_cast<uint16_t*>(b)), mc(p.c, cpu_engine(), C);
   p.prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   strm.wait();
 }
 
 }  // namespace
 
+bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {
+  return t == ComputeType::bf16 && M * N * K >= (int64_t{1} << 19);
+}
+
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
+          int64_t ldc, const Bf16Inputs& pre) {
   LF_DCHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
   LF_DCHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
                 ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
@@ -122,8 +137,8 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  if (t == ComputeType::bf16 && M * N * K >= (int64_t{1} << 19)) {
-    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (gemm_runs_bf16(t, M, N, K)) {
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre);
     return;
   }
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B,

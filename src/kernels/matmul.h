@@ -16,12 +16,29 @@
 
 namespace lf {
 
+// Round-to-nearest-even f32 -> bf16 of a rows x cols block with leading dimension ld, packed
+// densely (leading dimension cols). Parallel over rows outside an OpenMP parallel region.
+void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld);
+
+// Operands of a bf16 product already rounded to bfloat16, so that a product does not round
+// them again: an operand used by several products (a weight during a training step, an
+// output gradient feeding both of a linear map's gradient products) is rounded once. Each is
+// the f32 operand's stored matrix (M x K or K x M for A, as trans_a says), densely (leading
+// dimension = its stored column count); null: rounded from the f32 operand.
+struct Bf16Inputs {
+  const uint16_t* a = nullptr;
+  const uint16_t* b = nullptr;
+};
+
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
-// once per shape and thread and cached.
+// once per shape and thread and cached. `pre` only serves products that run in bf16; the f32
+// operands are always given (products too small for bf16 use them).
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+          int64_t ldc, const Bf16Inputs& pre = {});
+// Whether gemm(t, ...) of this size runs in bf16 (and so would use Bf16Inputs).
+bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K);
 
 // Plain triple loop with double accumulation: the reference the tests compare against.
 void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

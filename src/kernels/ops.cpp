@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/profile.h"
@@ -23,7 +24,7 @@ int64_t row_grain(int64_t cols) {
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType prec) {
+                    const LinearDims& d, ComputeType prec, const uint16_t* W16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
@@ -33,18 +34,31 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
     });
   }
-  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b ? 1.f : 0.f, out, d.out);
+  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b ? 1.f : 0.f, out, d.out,
+       Bf16Inputs{nullptr, W16});
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec) {
+                     const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) && (!dW || inp)),
             "linear_backward: null output gradient, or a gradient without its operand");
   const int64_t rows = d.rows, in = d.in, out_f = d.out;
-  if (dinp) gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in);
-  if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in);
+  // dout rounded once when both products run in bf16 (it is the A operand of each).
+  thread_local Buffer<uint16_t> dout16;
+  const uint16_t* g16 = nullptr;
+  if (dinp && dW && gemm_runs_bf16(prec, rows, in, out_f) && gemm_runs_bf16(prec, out_f, in, rows)) {
+    if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
+    to_bf16(dout16.data(), dout, rows, out_f, out_f);
+    g16 = dout16.data();
+  }
+  if (dinp)
+    gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in,
+         Bf16Inputs{g16, W16});
+  if (dW)
+    gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
+         Bf16Inputs{g16, nullptr});
   if (db) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {

@@ -22,8 +22,8 @@ void take_kv(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
 void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision);
-  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision);
+  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision, c.w16(lp.k.w));
+  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision, c.w16(lp.v.w));
 }
 
 void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
@@ -37,8 +37,8 @@ void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float*
                       const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision);
-  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision);
+  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision, c.w16(lp.k.w));
+  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision, c.w16(lp.v.w));
 }
 
 }  // namespace lf

@@ -41,7 +41,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const int64_t R = c.B * c.N, D = cfg.d_model;
   zero(L.dctx, R * D);
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision);
+  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision, c.w16(lp.ao.w));
   const AttnDims d = c.dims(lp);
   const int64_t kv_rows = c.B * d.Lk;
   zero(L.dq, R * D);
@@ -51,7 +51,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision);
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision, c.w16(lp.q.w));
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
@@ -95,11 +95,11 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     attn_in = A.ln1;
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision);
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q.w));
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision);
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao.w));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
   residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;
@@ -110,7 +110,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps);
     ffn_base = A.a;
   }
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
   ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l));
   if (!pre) {
@@ -130,7 +130,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const float p = cfg.dropout;
   const uint64_t s_attn = rng_stream(kAttnOut, l), s_ffn = rng_stream(kFfnOut, l);
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
     zero(L.d1, R * D);  // d f

@@ -79,6 +79,16 @@ struct GradMap {
   float* operator()(const float* p) const { return grads + (p - params); }
 };
 
+// Maps a parameter pointer to its bfloat16 copy (bf16 training rounds the whole parameter
+// buffer once per step), or to null when there is none.
+struct Bf16Map {
+  const float* params = nullptr;
+  const uint16_t* params16 = nullptr;
+  const uint16_t* operator()(const float* p) const {
+    return params16 ? params16 + (p - params) : nullptr;
+  }
+};
+
 // What every layer of one forward or backward pass sees.
 struct LayerContext {
   const Config* cfg = nullptr;
@@ -94,6 +104,7 @@ struct LayerContext {
   // attention products and sequence projections of inference (the linear maps of inference
   // use the packed weights in their own compute type).
   ComputeType precision = ComputeType::f32;
+  Bf16Map w16;  // bf16 training: the weights' rounded copies
 
   AttnDims dims(const LayerParams& lp) const;
   float scale() const;  // 1 / sqrt(d_head)

@@ -8,9 +8,10 @@
 namespace lf {
 
 void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R) const {
-  linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t);
+  linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t,
+                 w16(inter.w));
   gelu_forward(g, h, R * F);
-  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t);
+  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
 }
 
 void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, const float* x,
@@ -20,14 +21,14 @@ void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, con
     std::memset(dG, 0, R * F * sizeof(float));
   }
   linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
-                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t);
+                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
   {
     PhaseScope ps(Phase::elementwise);
     std::memset(dH, 0, R * F * sizeof(float));
   }
   gelu_backward(dH, h, dG, R * F);
   linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w,
-                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t);
+                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t, w16(inter.w));
 }
 
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,

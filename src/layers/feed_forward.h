@@ -12,6 +12,7 @@ struct FeedForward {
   const Linear& out;    // W2, b2
   int64_t D = 0, F = 0;
   ComputeType t = ComputeType::f32;  // precision of the training products
+  Bf16Map w16 = {};                  // and the weights' bf16 copies (bf16 training)
 
   // Training: y [R,D] from x [R,D]; keeps h = x W1^T + b1 and g = GELU(h) [R,F] for backward.
   void forward(float* y, float* h, float* g, const float* x, int64_t R) const;

@@ -31,11 +31,11 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
   linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D},
-                 train_compute);
+                 train_compute, bf16_map()(lm_dense.w));
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
   linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
-                 train_compute);
+                 train_compute, bf16_map()(word));
   return c;
 }
 
@@ -66,13 +66,14 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
   linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute, bf16_map()(word));
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D);
   std::memset(d3, 0, M * D * sizeof(float));
   gelu_backward(d3, c.t1, d2_, M * D);
   linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d3, c.xin, lm_dense.w,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute,
+                  bf16_map()(lm_dense.w));
   for (int64_t i = 0; i < M; ++i) {
     float* dst = dhid + rows[i] * D;
     const float* src = dx + i * D;

@@ -117,6 +117,7 @@ void Model::Impl::ensure_packed() {
 
 // Parameters may have changed: drop the packed copies (repacked when next needed).
 void Model::Impl::weights_changed() {
+  params16_current = false;
   if (!packed_current) return;
   for_each_encoder_linear(layers, cfg,
                           [](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
@@ -136,6 +137,20 @@ size_t Model::Impl::input_copy_bytes() const {
   return num_threads() * PackedLinear::scratch_bytes(std::max(cfg.d_model, cfg.d_ff), compute);
 }
 
+Bf16Map Model::Impl::bf16_map() {
+  if (train_compute != ComputeType::bf16) return {};
+  if (!params16_current) {
+    params16.resize(params.size());
+    // Rows of 4096 (the rounding runs parallel over rows), then the rest.
+    const int64_t n = static_cast<int64_t>(params.size()), cols = 4096, rows = n / cols;
+    if (rows > 0) to_bf16(params16.data(), params.data(), rows, cols, cols);
+    if (n > rows * cols)
+      to_bf16(params16.data() + rows * cols, params.data() + rows * cols, 1, n - rows * cols, 0);
+    params16_current = true;
+  }
+  return {params.data(), params16.data()};
+}
+
 LayerContext Model::Impl::layer_context() {
   LayerContext c;
   c.cfg = &cfg;
@@ -149,6 +164,7 @@ LayerContext Model::Impl::layer_context() {
   c.seed = seed;
   if (train) c.grad = grad_map();
   c.precision = train_compute;
+  if (train) c.w16 = bf16_map();
   return c;
 }
 

@@ -67,6 +67,11 @@ struct Model::Impl : Layout {
   }
   float* grad_of(const float* p) { return gbase() + (p - params.data()); }
   GradMap grad_map() { return {params.data(), gbase()}; }
+  // bf16 training: the parameters rounded to bfloat16 in one buffer of the same layout, made
+  // at the first training forward after the weights changed (once per step).
+  Buffer<uint16_t> params16;
+  bool params16_current = false;
+  Bf16Map bf16_map();
 
   float* P(const std::string& name) {
     auto it = index.find(name);
