@@ -215,6 +215,9 @@ TEST(HostileJson, ErrorMessagesQuoteABoundedExcerpt) {
 // The scalar references: std::exp and GELU's erfc form, x/2 erfc(-x/sqrt 2).
 float ref_exp(float x) { return std::exp(x); }
 float ref_gelu(float x) { return 0.5f * x * std::erfc(-x / std::sqrt(2.f)); }
+float ref_gelu_grad(float x) {
+  return 0.5f * std::erfc(-x / std::sqrt(2.f)) + x * std::exp(-0.5f * x * x) / std::sqrt(2.f * 3.14159265f);
+}
 
 void expect_same_class(float got, float want, const std::string& what) {
   if (std::isnan(want)) {
@@ -249,6 +252,18 @@ TEST(HostileNonFinite, VectorisedKernelsFollowTheScalarReference) {
     const std::string what = "gelu(" + std::to_string(x[i]) + ") lane " + std::to_string(i);
     expect_same_class(y[i], ref_gelu(x[i]), what);
     expect_same_class(vm::gelu_scalar(x[i]), ref_gelu(x[i]), "scalar " + what);
+  }
+  // GELU's derivative: accumulated (gelu_backward) and in place; a NaN or infinite input
+  // gives what the erfc form gives (GELU'(+inf) = 1 + inf * 0 = NaN, as std::exp's form).
+  std::vector<float> ones(x.size(), 1.f), d(x.size(), 0.f);
+  vm::gelu_backward_n(d.data(), x.data(), ones.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> dip = ones;
+  vm::gelu_backward_inplace_n(dip.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const std::string what = "gelu'(" + std::to_string(x[i]) + ") lane " + std::to_string(i);
+    expect_same_class(d[i], ref_gelu_grad(x[i]), what);
+    expect_same_class(dip[i], ref_gelu_grad(x[i]), "in place " + what);
+    expect_same_class(vm::gelu_grad_scalar(x[i]), ref_gelu_grad(x[i]), "scalar " + what);
   }
 }
 

@@ -222,6 +222,30 @@ TEST(Kernel, GeluIsExactErfForm) {
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y2[i], y[i]);
 }
 
+TEST(Kernel, GeluBackwardIsTheExactDerivative) {
+  // GELU'(x) = Phi(x) + x phi(x), in double, against both forms: accumulating into dinp, and in
+  // place on the incoming gradient. n is not a multiple of 16 (the vector tail).
+  const int64_t n = 2001;
+  std::vector<float> x(n), g(n), acc(n), inplace(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = -10.f + 0.01f * i;
+    g[i] = 0.5f + 0.25f * std::sin(0.1f * i);
+    acc[i] = 0.125f * i;  // gelu_backward adds to what is there
+  }
+  const std::vector<float> acc0 = acc;
+  inplace = g;
+  gelu_backward(acc.data(), x.data(), g.data(), n);
+  gelu_backward_inplace(inplace.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double d = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+                     v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double want = g[i] * d;
+    ASSERT_NEAR(inplace[i], want, 2e-6 * (1 + std::abs(want))) << "x=" << v;
+    ASSERT_NEAR(acc[i], acc0[i] + want, 2e-6 * (1 + std::abs(acc0[i] + want))) << "x=" << v;
+  }
+}
+
 TEST(Kernel, TanhMatchesLoop) {
   const int64_t n = 301;
   std::vector<float> x(n), y(n);

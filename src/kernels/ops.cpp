@@ -152,6 +152,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
   });
 }
 
+void gelu_backward_inplace(float* d, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    vm::gelu_backward_inplace_n(d + i0, inp + i0, i1 - i0);
+  });
+}
+
 void tanh_forward(float* out, const float* inp, int64_t n) {
   PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(inp[i]);

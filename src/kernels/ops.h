@@ -38,6 +38,8 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 // GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
 void gelu_forward(float* out, const float* inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
+void gelu_backward_inplace(float* d, const float* inp, int64_t n);
 
 // tanh; backward uses the cached output.
 void tanh_forward(float* out, const float* inp, int64_t n);

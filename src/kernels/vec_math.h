@@ -179,6 +179,23 @@ inline void gelu_backward_n(float* d, const float* x, const float* g, int64_t n)
   for (; i < n; ++i) d[i] += g[i] * gelu_grad_scalar(x[i]);
 }
 
+// d[i] *= GELU'(x[i]) for n elements (d: the gradient of GELU's output on entry, of its input
+// on exit).
+inline void gelu_backward_inplace_n(float* d, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(d + i, _mm512_mul_ps(_mm512_loadu_ps(d + i), gelu_grad16(_mm512_loadu_ps(x + i))));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, d + i),
+                                                  gelu_grad16(_mm512_maskz_loadu_ps(m, x + i))));
+    return;
+  }
+#endif
+  for (; i < n; ++i) d[i] *= gelu_grad_scalar(x[i]);
+}
+
 // Softmax building blocks over a row of n scores x with an optional key mask (mask[j] == 0:
 // the key is excluded; null: every key counts).
 // max_j scale * x[j] over the counted keys; -inf when there is none.

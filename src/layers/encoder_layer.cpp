@@ -32,8 +32,18 @@ void residual_add(float* out, const float* a, const float* b, int64_t n) {
   });
 }
 
+// d(input of a dropout) from d(its output): in buf, or dout itself when nothing was dropped.
+const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uint64_t seed,
+                          uint64_t stream) {
+  if (p <= 0.f) return dout;
+  zero(buf, n);
+  dropout_backward(buf, dout, n, p, seed, stream);
+  return buf;
+}
+
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
-// d(attention input) `din` (accumulated).
+// d(attention input) `din` (accumulated). dao may alias din: it is read in full (by the
+// output map's backward) before din is written.
 void attention_branch_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                                const float* in, float* din, const float* dao) {
   const Config& cfg = *c.cfg;
@@ -140,26 +150,22 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
       PhaseScope ps(Phase::elementwise);
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
-    zero(L.tmp, R * D);
-    dropout_backward(L.tmp, L.d1, R * D, p, c.seed, s_ffn);
-    ffn.backward(L.d2, L.dG, L.dH, L.tmp, A.ffn_in, A.h, A.g, R, g);
+    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn), A.ffn_in, A.h,
+                 A.g, R, g);
     zero(L.dres, R * D);  // d a
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
-    zero(L.tmp, R * D);
-    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_attn);
-    attention_branch_backward(c, lp, A, l, x_in, L.dres, L.tmp);
+    attention_branch_backward(c, lp, A, l, x_in, L.dres,
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn));
   } else {
-    zero(L.tmp, R * D);
-    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_ffn);
     zero(L.d2, R * D);
-    ffn.backward(L.d2, L.dG, L.dH, L.tmp, A.ffn_in, A.h, A.g, R, g);
+    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn), A.ffn_in, A.h,
+                 A.g, R, g);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
-    zero(L.tmp, R * D);
-    dropout_backward(L.tmp, L.dres, R * D, p, c.seed, s_attn);
     zero(L.d2, R * D);
-    attention_branch_backward(c, lp, A, l, A.ln1, L.d2, L.tmp);
+    attention_branch_backward(c, lp, A, l, A.ln1, L.d2,
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn));
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, x_in, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
   }

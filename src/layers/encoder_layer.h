@@ -65,7 +65,7 @@ struct Layout {
   float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
         *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
         *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
-        *dH = nullptr, *proj_scratch = nullptr;
+        *proj_scratch = nullptr;
   // Inference: per-thread row-block workspace (see layer_forward_infer).
   float* work = nullptr;
   int64_t work_floats = 0;  // per thread

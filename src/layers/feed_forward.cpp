@@ -14,7 +14,7 @@ void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t 
   linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
 }
 
-void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, const float* x,
+void FeedForward::backward(float* dx, float* dG, const float* dy, const float* x,
                            const float* h, const float* g, int64_t R, const GradMap& grad) const {
   {
     PhaseScope ps(Phase::elementwise);
@@ -22,12 +22,8 @@ void FeedForward::backward(float* dx, float* dG, float* dH, const float* dy, con
   }
   linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
                   LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
-  {
-    PhaseScope ps(Phase::elementwise);
-    std::memset(dH, 0, R * F * sizeof(float));
-  }
-  gelu_backward(dH, h, dG, R * F);
-  linear_backward(dx, grad(inter.w), grad(inter.b), dH, x, inter.w,
+  gelu_backward_inplace(dG, h, R * F);  // dG becomes d(h)
+  linear_backward(dx, grad(inter.w), grad(inter.b), dG, x, inter.w,
                   LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t, w16(inter.w));
 }
 

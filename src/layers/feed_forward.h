@@ -16,8 +16,8 @@ struct FeedForward {
 
   // Training: y [R,D] from x [R,D]; keeps h = x W1^T + b1 and g = GELU(h) [R,F] for backward.
   void forward(float* y, float* h, float* g, const float* x, int64_t R) const;
-  // dx += d(x) from dy [R,D]; parameter gradients through grad. dG, dH: [R,F] scratch.
-  void backward(float* dx, float* dG, float* dH, const float* dy, const float* x, const float* h,
+  // dx += d(x) from dy [R,D]; parameter gradients through grad. dG: [R,F] scratch.
+  void backward(float* dx, float* dG, const float* dy, const float* x, const float* h,
                 const float* g, int64_t R, const GradMap& grad) const;
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.

@@ -92,7 +92,6 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.demk = c.take<float>(RK);
   Lo.demv = c.take<float>(RK);
   Lo.dG = c.take<float>(R * F);
-  Lo.dH = c.take<float>(R * F);
   Lo.proj_scratch = c.take<float>(maxK * N);
   out = std::move(Lo);
   return c.bytes;
