@@ -32,6 +32,10 @@ struct Batch {
   const int32_t* ids = nullptr;  // [B, N]
   const float* mask = nullptr;   // [B, N] or null
   int64_t B = 0, N = 0;
+  // Index of the first sequence in the global batch it is a slice of (data-parallel training:
+  // rank r of R holds sequences [first, first + B) of a batch of R x B). Dropout masks are
+  // drawn by global position, so the slices of all ranks see the masks of the whole batch.
+  int64_t first = 0;
 };
 
 // Sees the activations of a forward pass while it runs (an optional argument of
@@ -44,6 +48,18 @@ struct ForwardObserver {
   // forwards both report every layer.
   virtual void layer_input(int64_t layer, const float* x, const float* attn_in, int64_t rows,
                            int64_t D) = 0;
+};
+
+// Told by Model::backward() when parameter gradients are complete, so that a data-parallel
+// trainer can start reducing them while the rest of backward runs. Called with
+// layer = n_layers once the parameters after the last encoder layer (final LayerNorm, heads)
+// have their gradients of this backward pass, with layer = l after encoder layer l (its
+// parameters are contiguous in the flat gradient buffer: ParamInfo::offset), and with
+// layer = -1 at the end, for those before layer 0 (embeddings, a layerwise-shared
+// projection). "Complete" means: nothing later in this pass adds to them.
+struct BackwardObserver {
+  virtual ~BackwardObserver() = default;
+  virtual void grads_ready(int64_t layer) = 0;
 };
 
 class Model {
@@ -79,7 +95,10 @@ class Model {
   // MLM head. labels [B*N] (-100 = ignore). Returns the summed loss and the count of labelled
   // positions; if grad, backpropagates weight * (mean loss) into head gradients and the
   // hidden-state gradient (call backward() afterwards). Only labelled rows are computed.
-  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count);
+  // denominator > 0 replaces the count in that mean (data-parallel training: the labelled
+  // positions of the global batch, so that the ranks' gradients add up to its mean).
+  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
+                  int64_t denominator = 0);
   // Logits [rows.size() or B*N, V] for the given flat rows (all rows when rows is empty).
   void mlm_logits(float* out, const std::vector<int64_t>& rows = {});
 
@@ -89,6 +108,8 @@ class Model {
 
   // Encoder backward from the accumulated hidden-state gradient into parameter gradients.
   void backward();
+  // Sees the gradients complete during backward() (null: none). Not owned.
+  void set_backward_observer(BackwardObserver* observer);
 
   // Bytes the engine holds for activations and scratch at its largest shape so far
   // (including the per-thread bf16 input copies of bf16 inference).

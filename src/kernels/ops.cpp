@@ -221,39 +221,43 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
 }
 
 namespace {
-// Element i of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, i / 4) (the
-// (i % 4)-th group) are >= round(p * 65536): one hash serves four elements.
+// Element j of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, j / 4) (the
+// (j % 4)-th group) are >= round(p * 65536): one hash serves four elements. Buffer element i
+// is mask element j = first + i.
 struct DropoutMask {
   uint64_t key;
   uint32_t threshold;
-  DropoutMask(float p, uint64_t seed, uint64_t stream)
+  int64_t first;
+  DropoutMask(float p, uint64_t seed, uint64_t stream, int64_t first_index)
       : key(rng_key(seed, stream)),
-        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))) {}
+        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
+        first(first_index) {}
   // Calls f(i, keep) for i in [i0, i1).
   template <typename F>
   void for_range(int64_t i0, int64_t i1, const F& f) const {
     uint64_t group = ~uint64_t{0}, h = 0;
     for (int64_t i = i0; i < i1; ++i) {
-      const uint64_t g = static_cast<uint64_t>(i) >> 2;
+      const uint64_t j = static_cast<uint64_t>(first + i);
+      const uint64_t g = j >> 2;
       if (g != group) {
         group = g;
         h = rng_bits_keyed(key, g);
       }
-      f(i, ((h >> (16 * (i & 3))) & 0xFFFFu) >= threshold);
+      f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
     }
   }
 };
 }  // namespace
 
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
-                     uint64_t stream) {
+                     uint64_t stream, int64_t first) {
   PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     if (out != inp) std::copy(inp, inp + n, out);
     return;
   }
   const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream);
+  const DropoutMask mask(p, seed, stream, first);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     mask.for_range(i0, i1,
                    [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
@@ -261,7 +265,7 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
-                      uint64_t stream) {
+                      uint64_t stream, int64_t first) {
   PhaseScope ps(Phase::elementwise);
   if (p <= 0.f) {
     parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
@@ -271,7 +275,7 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
     return;
   }
   const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream);
+  const DropoutMask mask(p, seed, stream, first);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     mask.for_range(i0, i1, [&](int64_t i, bool keep) {
       if (keep) dinp[i] += dout[i] * keep_scale;

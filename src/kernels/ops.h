@@ -55,12 +55,14 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
                       float scale, bool accumulate);
 
 // Inverted dropout with a counter-based mask: element i is kept iff 16 random bits drawn for
-// it from (seed, stream, i) are >= round(p * 65536), and then scaled by 1/(1-p).
+// it from (seed, stream, first + i) are >= round(p * 65536), and then scaled by 1/(1-p).
+// `first` is the mask index of element 0: a data-parallel rank holding a slice of the global
+// batch passes the index its slice starts at, so that the masks are those of the whole batch.
 // out may alias inp.
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
-                     uint64_t stream);
+                     uint64_t stream, int64_t first = 0);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
-                      uint64_t stream);
+                      uint64_t stream, int64_t first = 0);
 
 // The embedding sum of B sequences of N tokens, C features; position t of a sequence uses
 // row t + pos_offset of the position table.

@@ -49,7 +49,8 @@ void check(const PoolDims& d, const char* what) {
 
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                       uint64_t seed, uint64_t stream, float* scratch, ComputeType prec) {
+                       uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
+                       int64_t first_b) {
   check(d, "attention_forward");
   LF_DCHECK(ctx && q && kk && vv, "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
@@ -79,7 +80,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
       const float* Pd = P;
       if (p_drop > 0.f) {
         float* t = s + tile;
-        dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, bh));
+        dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, first_b * d.H + bh));
         Pd = t;
       }
       gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vb, d.D, 0.f,
@@ -91,7 +92,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType prec) {
+                        ComputeType prec, int64_t first_b) {
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
             "attention_backward: null pointer");
@@ -103,16 +104,17 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
       const int64_t qo = b * d.N * d.D + h * d.Dh, ko = b * d.Lk * d.D + h * d.Dh;
+      const uint64_t drop_stream = rng_stream(stream, first_b * d.H + bh);
       const float* P = probs + bh * tile;
       const float* Pd = P;
       if (p_drop > 0.f) {
-        dropout_forward(s, P, tile, p_drop, seed, rng_stream(stream, bh));
+        dropout_forward(s, P, tile, p_drop, seed, drop_stream);
         Pd = s;
       }
       float* dP = s + tile;
       gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
       gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, 1.f, dvv + ko, d.D);
-      if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, rng_stream(stream, bh));
+      if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, drop_stream);
       softmax_backward(dP, P, dP, d.N, d.Lk, scale, false);
       gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, 1.f, dq + qo, d.D);
       gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);

@@ -18,15 +18,17 @@ struct AttnDims {
 // q [B,N,D]; kk, vv [B,Lk,D]; key_mask [B,Lk] (1 real / 0 excluded) or null.
 // probs [B,H,N,Lk] keeps the softmax output for backward, or null (inference: per-thread
 // scratch). scratch: per-thread workspace, attention_scratch_floats(dims) floats per thread.
+// The dropout mask of (batch element b, head h) is stream rng_stream(stream, (first_b + b) * H
+// + h): first_b is the global index of batch element 0 (a data-parallel rank's slice).
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch,
-                       ComputeType t = ComputeType::f32);
+                       ComputeType t = ComputeType::f32, int64_t first_b = 0);
 // Accumulates into dq, dkk, dvv.
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType t = ComputeType::f32);
+                        ComputeType t = ComputeType::f32, int64_t first_b = 0);
 // Per-thread scratch of attention_forward/backward: two N x Lk tiles, or one when no dropout
 // is applied (inference).
 int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);

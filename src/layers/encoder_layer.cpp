@@ -34,10 +34,10 @@ void residual_add(float* out, const float* a, const float* b, int64_t n) {
 
 // d(input of a dropout) from d(its output): in buf, or dout itself when nothing was dropped.
 const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uint64_t seed,
-                          uint64_t stream) {
+                          uint64_t stream, int64_t first) {
   if (p <= 0.f) return dout;
   zero(buf, n);
-  dropout_backward(buf, dout, n, p, seed, stream);
+  dropout_backward(buf, dout, n, p, seed, stream, first);
   return buf;
 }
 
@@ -60,7 +60,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision);
+                     c.precision, c.first);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision, c.w16(lp.q.w));
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
@@ -108,9 +108,10 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q.w));
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
-                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision);
+                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
+                    c.first);
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao.w));
-  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l));
+  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;
   if (!pre) {
@@ -122,7 +123,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
   ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
-  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l));
+  dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
     residual_add(A.f, ffn_base, L.tmp, R * D);
     layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps);
@@ -140,6 +141,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const float p = cfg.dropout;
   const uint64_t s_attn = rng_stream(kAttnOut, l), s_ffn = rng_stream(kFfnOut, l);
+  const int64_t f0 = c.first_elem();
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
@@ -150,22 +152,22 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
       PhaseScope ps(Phase::elementwise);
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
-    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn), A.ffn_in, A.h,
+    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
                  A.g, R, g);
     zero(L.dres, R * D);  // d a
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
-                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn));
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
   } else {
     zero(L.d2, R * D);
-    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn), A.ffn_in, A.h,
+    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
                  A.g, R, g);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
     zero(L.d2, R * D);
     attention_branch_backward(c, lp, A, l, A.ln1, L.d2,
-                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn));
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, x_in, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
   }

@@ -99,6 +99,10 @@ struct LayerContext {
   const float* mask = nullptr;  // [B,N] or null (no padding)
   bool train = false;
   uint64_t seed = 0;  // dropout
+  // Global index of batch element 0 (a data-parallel rank's slice of the global batch): the
+  // dropout masks are those of the global batch, element (first + b, t, c) of a [R, D]
+  // activation being mask element ((first + b) * N + t) * D + c.
+  int64_t first = 0;
   GradMap grad;       // training only
   // Precision of the products on unpacked operands: every product of training, and the
   // attention products and sequence projections of inference (the linear maps of inference
@@ -108,6 +112,7 @@ struct LayerContext {
 
   AttnDims dims(const LayerParams& lp) const;
   float scale() const;  // 1 / sqrt(d_head)
+  int64_t first_elem() const { return first * N * cfg->d_model; }  // of [R, D] dropout masks
   // Shape checks at layer entry (LF_DCHECK): a complete context, 0 < N <= max_len, the layer's
   // projected length, the input; `what` names the caller in the message.
   void check(const LayerParams& lp, const float* x_in, const char* what) const;

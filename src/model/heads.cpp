@@ -39,7 +39,8 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   return c;
 }
 
-double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count) {
+double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
+                             int64_t denominator) {
   LF_CHECK(B > 0, "mlm_loss: call forward() first");
   LF_CHECK(!grad || have_grad_batch, "mlm_loss: gradients need forward(batch, train = true)");
   std::vector<int64_t> rows;
@@ -55,7 +56,8 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   if (rows.empty()) return 0.0;
   MlmCache c = mlm_forward(rows, nullptr);
   const int64_t D = cfg.d_model, V = cfg.vocab_size, M = c.M;
-  const float gscale = weight / static_cast<float>(M);
+  LF_CHECK(denominator >= 0, "mlm_loss: negative denominator ", denominator);
+  const float gscale = weight / static_cast<float>(denominator > 0 ? denominator : M);
   const double loss =
       cross_entropy(grad ? c.logits : nullptr, c.logits, targets.data(), M, V, gscale, nullptr);
   if (!grad) return loss;
@@ -96,11 +98,12 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   float* td = t + B * D;       // after dropout
   float* logits = td + B * D;  // [B, C]
   for (int64_t b = 0; b < B; ++b) std::memcpy(c0 + b * D, hid + b * N * D, D * sizeof(float));
-  dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn));
+  const int64_t f0 = first * D;  // dropout mask index of c0[0] (Batch::first)
+  dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn), f0);
   const LinearDims dense{/*rows=*/B, /*in=*/D, /*out=*/D}, out{/*rows=*/B, /*in=*/D, /*out=*/C};
   linear_forward(t, c0, cls_dense.w, cls_dense.b, dense, train_compute);
   tanh_forward(t, t, B * D);
-  dropout_forward(td, t, B * D, p, seed, rng_stream(kClsHidden));
+  dropout_forward(td, t, B * D, p, seed, rng_stream(kClsHidden), f0);
   linear_forward(logits, td, cls_out.w, cls_out.b, out, train_compute);
   if (logits_out) std::memcpy(logits_out, logits, B * C * sizeof(float));
   if (!labels) return 0.0;
@@ -117,13 +120,13 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   float* dc = dt + B * D;
   linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, out,
                   train_compute);
-  dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden));
+  dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden), f0);
   std::memset(dtd, 0, B * D * sizeof(float));
   tanh_backward(dtd, t, dt, B * D);
   linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, dense,
                   train_compute);
   std::memset(dt, 0, B * D * sizeof(float));
-  dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn));
+  dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn), f0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < D; ++j) dhid[b * N * D + j] += dt[b * D + j];
   return loss;

@@ -162,6 +162,7 @@ LayerContext Model::Impl::layer_context() {
   c.mask = mask;
   c.train = train;
   c.seed = seed;
+  c.first = first;
   if (train) c.grad = grad_map();
   c.precision = train_compute;
   if (train) c.w16 = bf16_map();
@@ -188,6 +189,8 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   N = batch.N;
   train = is_train;
   seed = dropout_seed;
+  LF_CHECK(batch.first >= 0, "forward: negative batch offset ", batch.first);
+  first = batch.first;
   // Keep our own copies: backward() runs after the caller's buffers may be gone.
   ids_copy.resize(R);
   std::memcpy(ids_copy.data(), batch.ids, R * sizeof(int32_t));
@@ -231,7 +234,7 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   const EmbedDims ed{/*B=*/B, /*N=*/N, /*C=*/D, /*pos_offset=*/cfg.position_offset};
   embedding_forward(emb, ids, word, pos, type, ed);
   layernorm_forward(xs[0], emb_mean, emb_rstd, emb, emb_ln.w, emb_ln.b, R, D, cfg.layer_norm_eps);
-  dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb));
+  dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb), first * N * D);
   const LayerContext c = layer_context();
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     if (train)
@@ -258,10 +261,15 @@ void Model::Impl::backward() {
   } else {
     std::memcpy(dres, dhid, R * D * sizeof(float));
   }
+  BackwardObserver* obs = backward_observer;
+  if (obs) obs->grads_ready(cfg.n_layers);
   const LayerContext c = layer_context();
-  for (int64_t l = cfg.n_layers - 1; l >= 0; --l) layer_backward(c, layers[l], acts[l], l, xs[l]);
+  for (int64_t l = cfg.n_layers - 1; l >= 0; --l) {
+    layer_backward(c, layers[l], acts[l], l, xs[l]);
+    if (obs) obs->grads_ready(l);
+  }
   zero(tmp, R * D);
-  dropout_backward(tmp, dres, R * D, cfg.dropout, seed, rng_stream(kEmb));
+  dropout_backward(tmp, dres, R * D, cfg.dropout, seed, rng_stream(kEmb), first * N * D);
   zero(d1, R * D);
   layernorm_backward(d1, grad_of(emb_ln.w), grad_of(emb_ln.b), tmp, emb, emb_ln.w, emb_mean,
                      emb_rstd, R, D);
@@ -269,6 +277,7 @@ void Model::Impl::backward() {
   embedding_backward(grad_of(word), grad_of(pos), grad_of(type), d1, ids, ed);
   have_grad_batch = false;
   arena.check_guards();
+  if (obs) obs->grads_ready(-1);
 }
 
 Model::Model(const Config& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
@@ -322,8 +331,9 @@ const float* Model::attention_probs(int64_t layer) const {
       "attention_probs: run forward(batch, train = true) first");
   return impl_->acts[layer].probs;
 }
-double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count) {
-  return impl_->mlm_loss(labels, grad, weight, count);
+double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
+                       int64_t denominator) {
+  return impl_->mlm_loss(labels, grad, weight, count, denominator);
 }
 void Model::mlm_logits(float* out, const std::vector<int64_t>& rows) {
   LF_CHECK(impl_->B > 0, "mlm_logits: call forward() first");
@@ -340,6 +350,9 @@ double Model::cls_loss(const int32_t* labels, bool grad, float weight) {
 }
 void Model::cls_logits(float* out) { impl_->cls_forward_backward(nullptr, false, 0.f, out); }
 void Model::backward() { impl_->backward(); }
+void Model::set_backward_observer(BackwardObserver* observer) {
+  impl_->backward_observer = observer;
+}
 size_t Model::activation_bytes() const {
   return impl_->arena.capacity() + impl_->head_arena.capacity() + impl_->input_copies;
 }

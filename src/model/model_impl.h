@@ -34,6 +34,7 @@ struct Model::Impl : Layout {
   int64_t B = 0, N = 0;
   bool train = false;
   uint64_t seed = 0;
+  int64_t first = 0;  // Batch::first
   const int32_t* ids = nullptr;
   const float* mask = nullptr;
   Buffer<int32_t> ids_copy;
@@ -54,6 +55,7 @@ struct Model::Impl : Layout {
 
   // Head workspace.
   Arena head_arena;
+  BackwardObserver* backward_observer = nullptr;
 
   explicit Impl(const Config& c);
 
@@ -117,7 +119,8 @@ struct Model::Impl : Layout {
           *rstd = nullptr, *logits = nullptr;
   };
   MlmCache mlm_forward(const std::vector<int64_t>& rows, float* logits_out);
-  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count);
+  double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
+                  int64_t denominator);
   double cls_forward_backward(const int32_t* labels, bool grad, float weight, float* logits_out);
 
   // Initialisation (init.cpp).
