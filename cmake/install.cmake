@@ -49,6 +49,11 @@ set(CPACK_DEBIAN_BIN_DESCRIPTION "Linformer command-line program
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME linformer-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libdnnl-dev, ocl-icd-opencl-dev, nlohmann-json3-dev, libsentencepiece-dev, pkg-config, cmake, g++")
+if(LINFORMER_MPI)
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libopenmpi-dev")
+  # mpirun, for data-parallel runs (docs/distributed.md); one process needs only the library.
+  set(CPACK_DEBIAN_BIN_PACKAGE_RECOMMENDS "openmpi-bin")
+endif()
 set(CPACK_DEBIAN_DEV_DESCRIPTION "Linformer C++ library (static) and headers
  The linformer library, its public headers and a CMake package config:
  find_package(linformer CONFIG REQUIRED) then link linformer::linformer.")

@@ -17,9 +17,12 @@ done
 #   nlohmann-json3-dev (JSON), libcli11-dev (command line), libsentencepiece-dev (tokenizer),
 #   libeigen3-dev (SVD of the spectrum analysis), libgtest-dev (tests),
 #   libbenchmark-dev (kernel micro-benchmarks)
+#   Open MPI for data-parallel training on several processes or machines (docs/distributed.md):
+#     libopenmpi-dev (the library linformer links, LINFORMER_MPI), openmpi-bin (mpirun, which
+#     launches the ranks; the data-parallel tests run it)
 pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
-      libbenchmark-dev)
+      libbenchmark-dev libopenmpi-dev openmpi-bin)
 for a in "$@"; do case "$a" in
   # PyTorch for the reference checks of the tests (never used at run time).
   --test) pkgs+=(python3 python3-torch python3-numpy) ;;
