@@ -3,6 +3,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "linformer/distributed.h"
 #include "linformer/finetune.h"
 #include "linformer/run.h"
 
@@ -28,7 +29,11 @@ void add_finetune(CLI::App& app) {
       "      --max-len 128 --epochs 3 --out runs/sst2\n"
       "  linformer finetune --config configs/small-linformer.json --set max_len=4096 \\\n"
       "      --train imdb/train.tsv --dev imdb/val.tsv --truncate head+tail --out runs/imdb\n"
-      "A killed run continues with `linformer finetune --out RUN --resume`.");
+      "A killed run continues with `linformer finetune --out RUN --resume`.\n"
+      "Data-parallel on several processes or machines (docs/distributed.md): `OMP_NUM_THREADS=1\n"
+      "mpirun -np 2 linformer finetune ... --batch-size 16` runs 2 ranks; --batch-size is per\n"
+      "rank (the global batch is ranks x batch x grad-accum) and the run equals one process\n"
+      "with the global batch. Rank 0 prints and writes RUN.");
   auto o = std::make_shared<FinetuneOptions>();
   auto resume = std::make_shared<bool>(false);
   o->optim.lr = 1e-4f;
@@ -101,7 +106,8 @@ void add_finetune(CLI::App& app) {
   cmd->add_option("--epochs", o->epochs, "Passes over the training data")
       ->capture_default_str()
       ->group("Optimiser");
-  add_batch_options(cmd, &o->batch_size, "Examples per micro-batch", &o->grad_accum);
+  add_batch_options(cmd, &o->batch_size, "Examples per micro-batch (per rank under mpirun)",
+                    &o->grad_accum);
   cmd->add_option("--eval-batch-size", o->eval_batch_size, "Examples per inference batch")
       ->capture_default_str()
       ->group("Optimiser");
@@ -133,6 +139,7 @@ void add_finetune(CLI::App& app) {
                                                 "--config applies to training from scratch "
                                                 "(--set may still override keys)");
     FinetuneResult r = finetune(*o, *resume);
+    if (distributed_info().rank != 0) return;  // rank 0 reports
     std::printf("finetune: %lld/%lld steps in %s, %.1f examples/s, activations %.1f MB",
                 static_cast<long long>(r.steps_done), static_cast<long long>(r.total_steps),
                 format_duration(r.seconds).c_str(), r.examples_per_second,

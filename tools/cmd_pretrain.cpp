@@ -3,6 +3,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "linformer/distributed.h"
 #include "linformer/pretrain.h"
 
 namespace lf::cli {
@@ -14,6 +15,13 @@ void add_pretrain(CLI::App& app) {
       "Writes into --out: tokenizer.model, config.json, train_args.json, metrics.jsonl,\n"
       "loss.svg, checkpoints/ (resumable) and model/ (the final model).\n"
       "A killed run continues exactly with `linformer pretrain --out RUN --resume`.");
+  cmd->footer(
+      "Data-parallel on several processes or machines (docs/distributed.md):\n"
+      "  OMP_NUM_THREADS=1 mpirun -np 2 linformer pretrain --train corpus.txt \\\n"
+      "      --config configs/small-linformer.json --batch-size 4 --out runs/mlm\n"
+      "runs 2 ranks; --batch-size is per rank (the global batch is ranks x batch x grad-accum)\n"
+      "and the run equals one process with the global batch. Rank 0 prints and writes RUN;\n"
+      "--resume works with any number of ranks that divides the run's ranks x batch.");
   auto o = std::make_shared<PretrainOptions>();
   auto resume = std::make_shared<bool>(false);
   cmd->add_option("--train", o->train, "Training corpus: files or folders")->group("Data");
@@ -46,7 +54,8 @@ void add_pretrain(CLI::App& app) {
       ->group("Model");
   add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);
   cmd->add_option("--steps", o->steps, "Optimizer steps")->capture_default_str()->group("Optimiser");
-  add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch", &o->grad_accum);
+  add_batch_options(cmd, &o->batch_size, "Sequences per micro-batch (per rank under mpirun)",
+                    &o->grad_accum);
   cmd->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str()->group("Optimiser");
   cmd->add_option("--warmup-steps", o->optim.warmup_steps, "Linear warm-up steps, then linear decay")
       ->capture_default_str()
@@ -70,9 +79,13 @@ void add_pretrain(CLI::App& app) {
     if (!*resume && o->config.empty() && o->init_from.empty())
       throw CLI::ValidationError("--config", "give --config or --init-from");
     PretrainResult r = pretrain(*o, *resume);
+    if (distributed_info().rank != 0) return;  // rank 0 reports
     std::printf("pretrain: %lld steps in %s, %.0f tokens/s, validation loss %.4f, perplexity %.2f\n",
                 static_cast<long long>(r.steps_done), std::to_string(r.seconds).c_str(),
                 r.tokens_per_second, r.final_valid_loss, r.final_valid_ppl);
+    if (r.ranks > 1)
+      std::printf("pretrain: %d ranks; rank 0 waited %.1f s for the others\n", r.ranks,
+                  r.comm_wait_seconds);
   });
 }
 

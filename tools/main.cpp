@@ -1,13 +1,49 @@
 // linformer: one binary, one subcommand per job.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
 #include "commands.h"
+#include "linformer/distributed.h"
 #include "linformer/error.h"
 
+namespace {
+
+lf::DistributedInfo g_dist;
+
+// Prints an error; with several ranks names the rank and ends the whole job (MPI_Abort), so
+// that the other ranks do not wait for this one forever.
+int fail_with(const char* what, int code) {
+  if (g_dist.size > 1) {
+    std::fprintf(stderr, "linformer: error (rank %d of %d): %s\n", g_dist.rank, g_dist.size,
+                 what);
+    lf::distributed_abort(code);
+  }
+  std::fprintf(stderr, "linformer: error: %s\n", what);
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Launched by mpirun: join the job (MPI) before anything else (docs/distributed.md).
+  try {
+    g_dist = lf::distributed_info();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "linformer: error: %s\n", e.what());
+    return 1;
+  }
+  if (g_dist.size > 1 && argc > 1 && std::strcmp(argv[1], "pretrain") != 0 &&
+      std::strcmp(argv[1], "finetune") != 0 && argv[1][0] != '-') {
+    if (g_dist.rank == 0)
+      std::fprintf(stderr,
+                   "linformer: error: only pretrain and finetune run on several ranks; run "
+                   "`linformer %s` as one process, without mpirun\n",
+                   argv[1]);
+    lf::distributed_abort(2);
+  }
   CLI::App app{
       "linformer: Linformer (linear-complexity self-attention) Transformer encoders in C++.\n"
       "Run `linformer <command> --help` for the options of each command."};
@@ -42,12 +78,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const lf::Error& e) {
-    std::fprintf(stderr, "linformer: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "linformer: error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {  // lf::Error and the rest
+    return fail_with(e.what(), 1);
   }
   return 0;
 }

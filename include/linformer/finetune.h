@@ -30,7 +30,7 @@ struct FinetuneOptions {
   int64_t max_train = 0, max_dev = 0;  // evenly spread subsets (0: all)
   std::string metric = "auto";         // accuracy, f1, or auto (f1 for QQP, else accuracy)
   float dropout = -1;                  // >= 0: overrides the config's dropout
-  int64_t batch_size = 32;
+  int64_t batch_size = 32;  // examples per micro-batch and rank (mpirun: R ranks x this)
   int64_t grad_accum = 1;
   int64_t eval_batch_size = 64;
   int64_t epochs = 3;
@@ -62,6 +62,8 @@ struct FinetuneResult {
   double seconds = 0, examples_per_second = 0;
   size_t activation_bytes = 0;  // the engine's activation memory (largest shape)
   std::string metric;
+  int ranks = 1;                 // processes of a data-parallel run (docs/distributed.md)
+  double comm_wait_seconds = 0;  // rank 0's time waiting for the others
 };
 
 // Runs (or with resume = true continues from RUN/checkpoints/latest) a finetuning run.

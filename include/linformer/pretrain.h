@@ -22,7 +22,7 @@ struct PretrainOptions {
   std::string tokenizer_type = "unigram";
   std::string cache_dir;  // token cache (default RUN/cache)
   int64_t seq_len = 0;    // 0: the config's max_len
-  int64_t batch_size = 8;
+  int64_t batch_size = 8;  // sequences per micro-batch and rank (mpirun: R ranks x this)
   int64_t grad_accum = 1;
   int64_t steps = 1000;
   OptimOptions optim;
@@ -47,7 +47,9 @@ struct PretrainOptions {
 struct PretrainResult {
   int64_t steps_done = 0;
   double final_train_loss = 0, final_valid_loss = 0, final_valid_ppl = 0;
-  double seconds = 0, tokens_per_second = 0;
+  double seconds = 0, tokens_per_second = 0;  // tokens of all ranks
+  int ranks = 1;                  // processes of a data-parallel run (docs/distributed.md)
+  double comm_wait_seconds = 0;   // rank 0's time waiting for the others
 };
 
 // Runs (or with resume = true continues from RUN/checkpoints/latest) a pretraining run.

@@ -74,7 +74,7 @@ TokenStream TokenStream::from_tokens(std::vector<int32_t> tokens) {
 }
 
 TokenStream TokenStream::build(const std::vector<std::string>& files, const Tokenizer& tok,
-                               const std::string& cache_dir, bool verbose) {
+                               const std::string& cache_dir, bool verbose, bool may_build) {
   uint64_t key = 1469598103934665603ull;
   const std::string tok_bytes = read_file(tok.path());
   key = fnv(key, tok_bytes.data(), tok_bytes.size());
@@ -90,10 +90,25 @@ TokenStream TokenStream::build(const std::vector<std::string>& files, const Toke
   }
   char name[64];
   std::snprintf(name, sizeof(name), "tokens-%016llx.bin", static_cast<unsigned long long>(key));
+  const std::string path = (fs::path(cache_dir) / name).string();
+  if (!may_build) {
+    // Another rank built it: read only, never write.
+    std::string why = "it does not exist here";
+    if (fs::exists(path)) {
+      try {
+        return open(path);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    fail("token cache ", path, ", which rank 0 built, cannot be read on this rank (", why,
+         "): every rank must see the same corpus files (same path, size and modification "
+         "time) and the same cache folder (--cache-dir, default RUN/cache), i.e. a file "
+         "system all hosts share; see docs/distributed.md");
+  }
   std::error_code ec;
   fs::create_directories(cache_dir, ec);
   LF_CHECK(!ec, "cannot create cache folder ", cache_dir, ": ", ec.message());
-  const std::string path = (fs::path(cache_dir) / name).string();
   if (fs::exists(path)) {
     try {
       TokenStream cached = open(path);

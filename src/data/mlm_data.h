@@ -19,8 +19,10 @@ class TokenStream {
  public:
   // Tokenises `files` into `cache_dir` unless a cache for the same files (path, size, mtime)
   // and tokenizer already exists there; then maps it. Streams: memory stays small.
+  // may_build = false (the ranks other than 0 of a data-parallel run, after rank 0 built it):
+  // the cache must exist; its absence is an error saying the folder must be shared.
   static TokenStream build(const std::vector<std::string>& files, const Tokenizer& tok,
-                           const std::string& cache_dir, bool verbose);
+                           const std::string& cache_dir, bool verbose, bool may_build = true);
   static TokenStream open(const std::string& path);
   // An in-memory stream (tests).
   static TokenStream from_tokens(std::vector<int32_t> tokens);

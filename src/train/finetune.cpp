@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "dist/comm.h"
 #include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/classifier.h"
@@ -84,6 +85,11 @@ double mean_length(const std::vector<std::vector<int32_t>>& seqs) {
 
 
 // Classification steps over length-bucketed batches: the finetuning task of the loop.
+// With R ranks the batches are planned at R x batch_size examples (the global micro-batch)
+// and rank r trains on its slice [r * batch_size, (r + 1) * batch_size) of each, padded to the
+// global micro-batch's longest sequence, so that shapes and dropout masks are those of one
+// process running the whole micro-batch. The slice of the epoch's last, smaller micro-batch
+// may be empty: that rank then only takes part in the gradient sum.
 class ClassifyTask final : public TrainTask {
  public:
   // The run's encoded data and what its folders record.
@@ -100,7 +106,7 @@ class ClassifyTask final : public TrainTask {
     int64_t steps_per_epoch, max_len;
   };
   ClassifyTask(Model& model, const FinetuneOptions& opt, TrainLoop& loop, const Data& d)
-      : model_(model), opt_(opt), loop_(loop), d_(d) {}
+      : model_(model), opt_(opt), loop_(loop), comm_(loop.comm()), d_(d) {}
 
   // The best model so far, from a resumed checkpoint's state (null: none).
   void restore(const json& state) {
@@ -112,7 +118,8 @@ class ClassifyTask final : public TrainTask {
   int64_t begin_step(int64_t step) override {
     const int64_t epoch = step / d_.steps_per_epoch;
     if (epoch != plan_epoch_) {
-      plan_ = epoch_batches(d_.lengths, opt_.batch_size, opt_.bucket, opt_.seed, epoch);
+      plan_ = epoch_batches(d_.lengths, opt_.batch_size * comm_.size(), opt_.bucket, opt_.seed,
+                            epoch);
       plan_epoch_ = epoch;
     }
     // The epoch's last step may have fewer micro-batches.
@@ -127,12 +134,20 @@ class ClassifyTask final : public TrainTask {
 
   double micro_batch(int64_t, int64_t micro, uint64_t dropout_seed, LogWindow& w) override {
     const Config& cfg = model_.config();
-    const std::vector<int64_t>& which = plan_[first_ + micro];
-    make_padded_batch(d_.train_x, which, static_cast<int32_t>(cfg.pad_id),
-                      opt_.pad_to_max ? d_.max_len : 0, &pb_);
+    const std::vector<int64_t>& global = plan_[first_ + micro];
+    const int64_t size = static_cast<int64_t>(global.size());
+    const int64_t first = std::min(size, opt_.batch_size * comm_.rank());
+    const std::vector<int64_t> which(global.begin() + first,
+                                     global.begin() + std::min(size, first + opt_.batch_size));
+    if (which.empty()) return 0.0;
+    int64_t pad_to = opt_.pad_to_max ? d_.max_len : 0;
+    if (comm_.size() > 1)
+      for (int64_t i : global) pad_to = std::max(pad_to, d_.lengths[i]);
+    make_padded_batch(d_.train_x, which, static_cast<int32_t>(cfg.pad_id), pad_to, &pb_);
     std::vector<int32_t> y(which.size());
     for (size_t b = 0; b < which.size(); ++b) y[b] = d_.train_y[which[b]];
-    model_.forward(Batch{pb_.ids.data(), pb_.mask.data(), pb_.B, pb_.N}, true, dropout_seed);
+    model_.forward(Batch{pb_.ids.data(), pb_.mask.data(), pb_.B, pb_.N, first}, true,
+                   dropout_seed);
     logits_.resize(pb_.B * cfg.num_classes);
     model_.cls_logits(logits_.data());
     // Weight by the micro-batch's share of the step's examples: the step's gradient is the
@@ -159,26 +174,44 @@ class ClassifyTask final : public TrainTask {
     record["activation_bytes"] = model_.activation_bytes();
     say(opt_.quiet,
         "epoch %lld/%lld | step %lld/%lld | loss %.4f | acc %.1f%% | %.1f ex/s | lr %.2e | "
-        "act %.0f MB | %s elapsed, %s left\n",
+        "act %.0f MB | %s elapsed, %s left%s\n",
         static_cast<long long>((p.done - 1) / d_.steps_per_epoch + 1),
         static_cast<long long>(opt_.epochs), static_cast<long long>(p.done),
         static_cast<long long>(p.total), p.mean_loss, 100 * acc, eps, p.lr,
         model_.activation_bytes() / 1048576.0, format_duration(p.elapsed).c_str(),
-        format_duration(p.left).c_str());
+        format_duration(p.left).c_str(), comm_note(p).c_str());
   }
 
   // On the dev data, keeping the best model in RUN/best; without dev data the latest
-  // evaluated model is kept there.
+  // evaluated model is kept there. With several ranks each predicts its share of the dev
+  // examples and the predictions are summed, so every rank computes the same metrics.
   void evaluate(int64_t done) override {
+    const bool root = comm_.root();
     const fs::path best_dir = fs::path(opt_.out) / "best";
     if (d_.dev_x.empty()) {
-      save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(),
-                             json{{"step", done}});
+      if (root)
+        save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(),
+                               json{{"step", done}});
       best_step = done;
       return;
     }
     Stopwatch t;
-    const std::vector<float> probs = predict_probs(model_, d_.dev_x, opt_.eval_batch_size, true);
+    std::vector<float> probs;
+    if (comm_.size() == 1) {
+      probs = predict_probs(model_, d_.dev_x, opt_.eval_batch_size, true);
+    } else {
+      const int64_t n = static_cast<int64_t>(d_.dev_x.size()), C = d_.labels.size();
+      const int64_t lo = n * comm_.rank() / comm_.size(),
+                    hi = n * (comm_.rank() + 1) / comm_.size();
+      probs.assign(n * C, 0.f);
+      if (hi > lo) {
+        const std::vector<std::vector<int32_t>> shard(d_.dev_x.begin() + lo,
+                                                      d_.dev_x.begin() + hi);
+        const std::vector<float> mine = predict_probs(model_, shard, opt_.eval_batch_size, true);
+        std::copy(mine.begin(), mine.end(), probs.begin() + lo * C);
+      }
+      comm_.sum(probs.data(), n * C, "the dev predictions");
+    }
     const ClassifyMetrics m =
         compute_metrics(probs, d_.dev_y, d_.labels.size(), d_.labels.positive);
     const double value = d_.metric == "f1" ? m.f1 : m.accuracy;
@@ -196,13 +229,15 @@ class ClassifyTask final : public TrainTask {
       json extra = last_dev;
       extra["step"] = done;
       extra["epoch"] = epoch;
-      save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(), extra);
+      if (root)
+        save_classifier_folder(model_, d_.tok_path, d_.labels, d_.task, best_dir.string(),
+                               extra);
       say(opt_.quiet, " | new best %s, saved %s\n", d_.metric.c_str(), best_dir.string().c_str());
     } else {
       say(opt_.quiet, " | best %.2f%% at step %lld\n", 100 * best,
           static_cast<long long>(best_step));
     }
-    write_plot(opt_.out, loop_.log().path(), d_.metric);
+    if (root) write_plot(opt_.out, loop_.log().path(), d_.metric);
   }
 
   json checkpoint_state() const override {
@@ -212,12 +247,13 @@ class ClassifyTask final : public TrainTask {
   double best = -1;          // the best dev metric so far
   int64_t best_step = 0;     // and its step
   json last_dev;             // metrics of the last dev evaluation
-  double total_examples = 0;  // trained on in this session
+  double total_examples = 0;  // this rank trained on in this session
 
  private:
   Model& model_;
   const FinetuneOptions& opt_;
   TrainLoop& loop_;  // its metrics log
+  dist::Comm& comm_;
   const Data d_;
   std::vector<std::vector<int64_t>> plan_;  // micro-batches of epoch plan_epoch_
   int64_t plan_epoch_ = -1;
@@ -231,33 +267,56 @@ class ClassifyTask final : public TrainTask {
 FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   FinetuneOptions opt = opt_in;
   LF_CHECK(!opt.out.empty(), "finetune: no run folder (--out)");
+  // Data-parallel: every rank runs this function; rank 0 alone prints and writes the run
+  // folder, the others read what it wrote (docs/distributed.md).
+  dist::Comm& comm = dist::world();
+  const bool root = comm.root();
   const fs::path run(opt.out);
   const fs::path args_path = run / "train_args.json";
+  int64_t run_ranks = comm.size();  // the ranks the run started with
   if (resume) {
     LF_CHECK(fs::exists(args_path), "finetune --resume: ", args_path.string(),
              " not found; is ", opt.out, " a finetuning run folder?");
     const bool quiet = opt.quiet;
-    opt = FinetuneOptions::from_json(read_json_file(args_path.string()));
+    const json saved = read_json_file(args_path.string());
+    opt = FinetuneOptions::from_json(saved);
+    run_ranks = saved.value("ranks", int64_t{1});
     opt.quiet = quiet;
     opt.stop_after = opt_in.stop_after;
     opt.out = opt_in.out;  // the folder may have been moved
   }
+  if (!root) opt.quiet = true;
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
   try {
     opt.validate();
   } catch (const Error& e) {
     fail("finetune: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
   }
+  if (run_ranks != comm.size()) {
+    // Resumed on another number of ranks: keep the run's global micro-batch (and so its
+    // batches, steps and dropout), split over the ranks there are now.
+    const int64_t G = run_ranks * opt.batch_size;
+    LF_CHECK(G % comm.size() == 0, "finetune --resume: the run's micro-batch of ", G,
+             " examples (", run_ranks, " rank(s) x ", opt.batch_size,
+             ") cannot be split evenly over ", comm.size(),
+             " ranks; resume it with a number of ranks that divides ", G);
+    opt.batch_size = G / comm.size();
+    say(opt.quiet, "resume: the run's micro-batch of %lld examples is split over %d rank(s) x %lld\n",
+        static_cast<long long>(G), comm.size(), static_cast<long long>(opt.batch_size));
+  }
   LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
            "--bad-rows must be stop or skip, got ", opt.bad_rows);
   const Truncate trunc = parse_truncate(opt.truncate);
-  const auto lock = take_run_folder(opt.out, "finetune", resume, opt_in.overwrite,
-                                    {{"--train", opt.train},
-                                     {"--dev", opt.dev},
-                                     {"--init-from", opt.init_from},
-                                     {"--config", opt.config},
-                                     {"--tokenizer", opt.tokenizer}});
-  create_run_folder(opt.out);
+  std::unique_ptr<RunLock> lock;
+  if (root) {
+    lock = take_run_folder(opt.out, "finetune", resume, opt_in.overwrite,
+                           {{"--train", opt.train},
+                            {"--dev", opt.dev},
+                            {"--init-from", opt.init_from},
+                            {"--config", opt.config},
+                            {"--tokenizer", opt.tokenizer}});
+    create_run_folder(opt.out);
+  }
   std::error_code ec;
   const BadRows policy = opt.bad_rows == "skip" ? BadRows::skip : BadRows::stop;
   auto report_bad = [&](const ClassifyData& d, const std::string& what) {
@@ -313,7 +372,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
 
   // ---- Tokenizer ----
   const std::string tok_path = (run / "tokenizer.model").string();
-  if (!fs::exists(tok_path)) {
+  if (root && !fs::exists(tok_path)) {
     std::string src = opt.tokenizer;
     if (src.empty() && !opt.init_from.empty()) {
       src = (fs::path(opt.init_from) / "tokenizer.model").string();
@@ -344,6 +403,10 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
       fs::remove(corpus, ec);
     }
   }
+  comm.barrier("waiting for rank 0's tokenizer");
+  LF_CHECK(fs::exists(tok_path), "rank ", comm.rank(), " cannot see ", tok_path,
+           ", which rank 0 wrote: the run folder must be on a file system all ranks share "
+           "(docs/distributed.md)");
   Tokenizer tok(tok_path);
 
   // ---- Model configuration ----
@@ -406,7 +469,10 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   } else {
     say(opt.quiet, "model: %s, trained from scratch (no pretrained checkpoint)\n", to_string(cfg.attention));
   }
-  const int64_t micro_per_epoch = (static_cast<int64_t>(train_x.size()) + opt.batch_size - 1) / opt.batch_size;
+  // Micro-batches of the global size: ranks x --batch-size.
+  const int64_t global_batch = opt.batch_size * comm.size();
+  const int64_t micro_per_epoch =
+      (static_cast<int64_t>(train_x.size()) + global_batch - 1) / global_batch;
   const int64_t steps_per_epoch = (micro_per_epoch + opt.grad_accum - 1) / opt.grad_accum;
   const int64_t total_steps = steps_per_epoch * opt.epochs;
   opt.optim.total_steps = total_steps;
@@ -431,10 +497,13 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   lo.stop_after = opt.stop_after;
   lo.checkpoint_at_eval = true;
   lo.keep_checkpoints = 1;
+  lo.comm = &comm;
   TrainLoop loop(model, adam, lo);
   const json resumed = loop.start(resume);
-  if (!resume) {
-    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+  if (!resume && root) {
+    json args = opt.to_json();
+    if (comm.size() > 1) args["ranks"] = comm.size();  // --batch-size is per rank
+    write_file_atomic(args_path.string(), args.dump(2) + "\n");
     save_labels(opt.out, labels, task);
     cfg.save((run / "config.json").string());
   }
@@ -443,10 +512,11 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
                     steps_per_epoch, max_len});
   cls.restore(resumed);
   const LoopResult ran = loop.run(cls);
-  if (!ran.stopped) {
+  if (!ran.stopped && root) {
     const std::string final_dir = (run / "model").string();
     save_classifier_folder(model, tok_path, labels, task, final_dir);
   }
+  comm.sum(&cls.total_examples, 1, "the examples trained on");
   FinetuneResult res;
   res.total_steps = total_steps;
   res.metric = metric;
@@ -458,6 +528,8 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   res.seconds = loop.seconds();
   res.examples_per_second = cls.total_examples / std::max(res.seconds, 1e-9);
   res.activation_bytes = model.activation_bytes();
+  res.ranks = comm.size();
+  res.comm_wait_seconds = ran.comm_wait;
   return res;
 }
 

@@ -6,6 +6,7 @@
 
 #include "data/corpus.h"
 #include "data/mlm_data.h"
+#include "dist/comm.h"
 #include "io/json_read.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
@@ -41,20 +42,25 @@ void write_loss_plot(const std::string& run_dir, const std::string& metrics_path
 
 
 // Masked-language-model steps over packed sequences: the pretraining task of the loop.
+// With R ranks, micro-batch m of a step is the global one of R x batch_size sequences and
+// rank r trains on its slice [r * batch_size, (r + 1) * batch_size); the sequences, their
+// masks and their dropout are those of the global micro-batch whatever R is.
 class MlmTask final : public TrainTask {
  public:
   MlmTask(Model& model, const PretrainOptions& opt, const PackedSequences& train,
           const PackedSequences& valid, const MaskingOptions& mo, int64_t n, TrainLoop& loop)
-      : model_(model), opt_(opt), train_(train), valid_(valid), mo_(mo), n_(n), loop_(loop) {}
+      : model_(model), opt_(opt), train_(train), valid_(valid), mo_(mo), n_(n), loop_(loop),
+        comm_(loop.comm()) {}
 
   int64_t begin_step(int64_t) override { return opt_.grad_accum; }
 
   double micro_batch(int64_t step, int64_t micro, uint64_t dropout_seed, LogWindow& w) override {
     // Sequence g of the run is position g % S of epoch g / S's order.
     const int64_t S = train_.count();
+    const int64_t B = opt_.batch_size, G = B * comm_.size(), first = B * comm_.rank();
     std::vector<int64_t> which, epochs;
-    for (int64_t b = 0; b < opt_.batch_size; ++b) {
-      const int64_t g = (step * opt_.grad_accum + micro) * opt_.batch_size + b;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t g = (step * opt_.grad_accum + micro) * G + first + b;
       const int64_t epoch = g / S;
       epochs.push_back(epoch);
       if (epoch != order_epoch_) {
@@ -64,15 +70,25 @@ class MlmTask final : public TrainTask {
       which.push_back(order_[g % S]);
     }
     make_mlm_batch(train_, which, epochs, mo_, opt_.seed, &batch_);
-    model_.forward(Batch{batch_.ids.data(), batch_.mask.data(), opt_.batch_size, n_}, true,
+    // Several ranks: the loss is the mean over the global micro-batch's masked tokens, so
+    // every rank divides by their total (summed before backward needs it).
+    int64_t global_masked = 0;
+    if (comm_.size() > 1) {
+      for (int32_t y : batch_.labels) global_masked += y != -100;
+      Stopwatch t;
+      comm_.sum(&global_masked, 1, "the micro-batch's masked-token count");
+      loop_.add_comm_wait(t.seconds());
+    }
+    model_.forward(Batch{batch_.ids.data(), batch_.mask.data(), B, n_, first}, true,
                    dropout_seed);
     int64_t c = 0;
-    const double l =
-        model_.mlm_loss(batch_.labels.data(), true, 1.f / static_cast<float>(opt_.grad_accum), &c);
+    const double l = model_.mlm_loss(batch_.labels.data(), true,
+                                     1.f / static_cast<float>(opt_.grad_accum), &c, global_masked);
     model_.backward();
     w.tokens += static_cast<double>(batch_.real_tokens);
     total_tokens += static_cast<double>(batch_.real_tokens);
-    return (c ? l / c : 0.0) / static_cast<double>(opt_.grad_accum);
+    const int64_t denom = global_masked > 0 ? global_masked : c;
+    return (denom ? l / denom : 0.0) / static_cast<double>(opt_.grad_accum);
   }
 
   void progress(const Progress& p, json& record) override {
@@ -80,29 +96,35 @@ class MlmTask final : public TrainTask {
     record["ppl"] = std::exp(p.mean_loss);
     record["tokens_per_s"] = tps;
     say(opt_.quiet,
-        "step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left\n",
+        "step %lld/%lld | loss %.4f | ppl %.2f | %.0f tok/s | lr %.2e | %s elapsed, %s left%s\n",
         static_cast<long long>(p.done), static_cast<long long>(p.total), p.mean_loss,
         std::exp(p.mean_loss), tps, p.lr, format_duration(p.elapsed).c_str(),
-        format_duration(p.left).c_str());
+        format_duration(p.left).c_str(), comm_note(p).c_str());
   }
 
-  // Mean loss over the first eval_batches validation batches, with fixed masks.
+  // Mean loss over the first eval_batches validation batches (of the global micro-batch
+  // size), with fixed masks; each rank takes its slice of every batch.
   void evaluate(int64_t done) override {
-    const int64_t count = std::min(valid_.count(), opt_.eval_batches * opt_.batch_size);
-    double total = 0;
-    int64_t tokens = 0;
+    const int64_t B = opt_.batch_size, G = B * comm_.size();
+    const int64_t count = std::min(valid_.count(), opt_.eval_batches * G);
+    double sums[2] = {0, 0};  // summed loss, masked tokens
     MlmBatch vb;
-    for (int64_t i0 = 0; i0 < count; i0 += opt_.batch_size) {
+    for (int64_t i0 = 0; i0 < count; i0 += G) {
       std::vector<int64_t> which;
-      for (int64_t i = i0; i < std::min(count, i0 + opt_.batch_size); ++i) which.push_back(i);
+      const int64_t lo = i0 + B * comm_.rank();
+      for (int64_t i = lo; i < std::min(count, lo + B); ++i) which.push_back(i);
+      if (which.empty()) continue;
       // Fixed masks (epoch -1) so every evaluation sees the same task.
       make_mlm_batch(valid_, which, std::vector<int64_t>(which.size(), -1), mo_, opt_.seed, &vb);
       model_.forward(
           Batch{vb.ids.data(), vb.mask.data(), static_cast<int64_t>(which.size()), n_}, false);
       int64_t c = 0;
-      total += model_.mlm_loss(vb.labels.data(), false, 1.f, &c);
-      tokens += c;
+      sums[0] += model_.mlm_loss(vb.labels.data(), false, 1.f, &c);
+      sums[1] += static_cast<double>(c);
     }
+    comm_.sum(sums, 2, "the validation loss");
+    const double total = sums[0];
+    const int64_t tokens = std::llround(sums[1]);
     last_valid = tokens ? total / tokens : 0.0;
     loop_.log().write({{"step", done},
                        {"split", "valid"},
@@ -111,13 +133,13 @@ class MlmTask final : public TrainTask {
                        {"elapsed_s", loop_.seconds()}});
     say(opt_.quiet, "valid @ %lld | loss %.4f | ppl %.2f\n", static_cast<long long>(done),
         last_valid, std::exp(last_valid));
-    write_loss_plot(opt_.out, loop_.log().path());
+    if (comm_.root()) write_loss_plot(opt_.out, loop_.log().path());
   }
 
   json checkpoint_state() const override { return json{{"kind", "pretrain"}}; }
 
   double last_valid = 0;    // loss of the last evaluation
-  double total_tokens = 0;  // real tokens trained on in this session
+  double total_tokens = 0;  // real tokens this rank trained on in this session
 
  private:
   Model& model_;
@@ -126,6 +148,7 @@ class MlmTask final : public TrainTask {
   const MaskingOptions& mo_;
   const int64_t n_;  // tokens per sequence
   TrainLoop& loop_;  // its metrics log and clock
+  dist::Comm& comm_;
   MlmBatch batch_;
   std::vector<int64_t> order_;  // the data order of epoch order_epoch_
   int64_t order_epoch_ = -1;
@@ -136,28 +159,48 @@ class MlmTask final : public TrainTask {
 PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   PretrainOptions opt = opt_in;
   LF_CHECK(!opt.out.empty(), "pretrain: no run folder (--out)");
+  // Data-parallel: every rank runs this function; rank 0 alone prints and writes the run
+  // folder, the others read what it wrote (docs/distributed.md).
+  dist::Comm& comm = dist::world();
+  const bool root = comm.root();
   const fs::path run(opt.out);
   const fs::path args_path = run / "train_args.json";
+  int64_t run_ranks = comm.size();  // the ranks the run started with
   if (resume) {
     LF_CHECK(fs::exists(args_path), "pretrain --resume: ", args_path.string(),
              " not found; is ", opt.out, " a pretraining run folder?");
     json saved = read_json_file(args_path.string());
     opt = PretrainOptions::from_json(saved);
+    run_ranks = saved.value("ranks", int64_t{1});
   }
+  if (!root) opt.quiet = true;
   try {
     opt.validate();
   } catch (const Error& e) {
     fail("pretrain: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
+  }
+  if (run_ranks != comm.size()) {
+    // Resumed on another number of ranks: keep the run's global micro-batch (and so its data
+    // order, masks and dropout), split over the ranks there are now.
+    const int64_t G = run_ranks * opt.batch_size;
+    LF_CHECK(G % comm.size() == 0, "pretrain --resume: the run's micro-batch of ", G,
+             " sequences (", run_ranks, " rank(s) x ", opt.batch_size,
+             ") cannot be split evenly over ", comm.size(),
+             " ranks; resume it with a number of ranks that divides ", G);
+    opt.batch_size = G / comm.size();
+    say(opt.quiet, "resume: the run's micro-batch of %lld sequences is split over %d rank(s) x %lld\n",
+        static_cast<long long>(G), comm.size(), static_cast<long long>(opt.batch_size));
   }
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   NamedPaths inputs = {
       {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer}};
   for (const std::string& f : opt.train) inputs.push_back({"--train", f});
   for (const std::string& f : opt.valid) inputs.push_back({"--valid", f});
-  const auto lock = take_run_folder(opt.out, "pretrain", resume, opt_in.overwrite, inputs);
+  std::unique_ptr<RunLock> lock;
+  if (root) lock = take_run_folder(opt.out, "pretrain", resume, opt_in.overwrite, inputs);
   opt.optim.total_steps = opt.steps;
   if (opt.cache_dir.empty()) opt.cache_dir = (run / "cache").string();
-  create_run_folder(opt.out);
+  if (root) create_run_folder(opt.out);
   std::error_code ec;
 
   // Tokenizer: given, saved in the run, or trained on the training corpus.
@@ -165,7 +208,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   const std::string tok_path = (run / "tokenizer.model").string();
   // Written under a temporary name and renamed, so a killed run never leaves a torn file.
   const std::string tok_tmp = (run / "tokenizer.tmp.model").string();
-  if (!resume || !fs::exists(tok_path)) {
+  if (root && (!resume || !fs::exists(tok_path))) {
     if (!opt.tokenizer.empty()) {
       fs::copy_file(opt.tokenizer, tok_tmp, fs::copy_options::overwrite_existing, ec);
       LF_CHECK(!ec, "cannot copy tokenizer ", opt.tokenizer, ": ", ec.message());
@@ -181,6 +224,10 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     fs::rename(tok_tmp, tok_path, ec);
     LF_CHECK(!ec, "cannot write ", tok_path, ": ", ec.message());
   }
+  comm.barrier("waiting for rank 0's tokenizer");
+  LF_CHECK(fs::exists(tok_path), "rank ", comm.rank(), " cannot see ", tok_path,
+           ", which rank 0 wrote: the run folder must be on a file system all ranks share "
+           "(docs/distributed.md)");
   Tokenizer tok(tok_path);
 
   // Model configuration: the tokenizer decides the vocabulary.
@@ -197,13 +244,19 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
            cfg.max_len);
   cfg.validate();
 
-  // Data.
-  TokenStream train_stream = TokenStream::build(train_files, tok, opt.cache_dir, !opt.quiet);
+  // Data: rank 0 tokenises into the cache, then the other ranks map it.
+  TokenStream train_stream, valid_stream;
+  auto load_streams = [&] {
+    train_stream = TokenStream::build(train_files, tok, opt.cache_dir, !opt.quiet, root);
+    if (!opt.valid.empty())
+      valid_stream =
+          TokenStream::build(list_corpus_files(opt.valid), tok, opt.cache_dir, !opt.quiet, root);
+  };
+  if (root) load_streams();
+  comm.barrier("waiting for rank 0's token cache");
+  if (!root) load_streams();
   PackedSequences train_seqs, valid_seqs;
-  TokenStream valid_stream;
   if (!opt.valid.empty()) {
-    valid_stream =
-        TokenStream::build(list_corpus_files(opt.valid), tok, opt.cache_dir, !opt.quiet);
     train_seqs = PackedSequences{&train_stream, 0, train_stream.size(), n};
     valid_seqs = PackedSequences{&valid_stream, 0, valid_stream.size(), n};
     LF_CHECK(valid_seqs.count() > 0, "pretrain: the validation corpus is empty");
@@ -227,10 +280,13 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   AdamW adam(model, opt.optim);
   LoopOptions lo = loop_options("pretrain", opt, opt.steps);
   lo.evaluate_at_stop = true;
+  lo.comm = &comm;
   TrainLoop loop(model, adam, lo);
   loop.start(resume);
-  if (!resume) {
-    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+  if (!resume && root) {
+    json args = opt.to_json();
+    if (comm.size() > 1) args["ranks"] = comm.size();  // --batch-size is per rank
+    write_file_atomic(args_path.string(), args.dump(2) + "\n");
     cfg.save((run / "config.json").string());
   }
 
@@ -242,10 +298,13 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   MlmTask task(model, opt, train_seqs, valid_seqs, mo, n, loop);
   const LoopResult ran = loop.run(task);
   // The final model, ready for finetuning or inference.
-  const std::string final_dir = (run / "model").string();
-  save_model(model, final_dir);
-  fs::copy_file(tok_path, fs::path(final_dir) / "tokenizer.model",
-                fs::copy_options::overwrite_existing, ec);
+  if (root) {
+    const std::string final_dir = (run / "model").string();
+    save_model(model, final_dir);
+    fs::copy_file(tok_path, fs::path(final_dir) / "tokenizer.model",
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  comm.sum(&task.total_tokens, 1, "the tokens trained on");
   PretrainResult res;
   res.steps_done = ran.steps_done;
   res.final_train_loss = ran.last_loss;
@@ -253,6 +312,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   res.final_valid_ppl = std::exp(task.last_valid);
   res.seconds = loop.seconds();
   res.tokens_per_second = task.total_tokens / std::max(res.seconds, 1e-9);
+  res.ranks = comm.size();
+  res.comm_wait_seconds = ran.comm_wait;
   return res;
 }
 

@@ -3,10 +3,20 @@
 // progress lines (with the LogWindow), periodic evaluation, atomic checkpoints with exact
 // resume, and the time and step limits. A command supplies a TrainTask: what a micro-batch
 // is, how to evaluate, and what a progress line and a checkpoint add.
+//
+// Data-parallel runs (several ranks, docs/distributed.md): every rank runs the same loop on
+// its slice of each micro-batch. The loop sums the gradients over the ranks (in buckets
+// started during the last micro-batch's backward), the step's loss and window counts, and
+// decides the time limit together; rank 0 alone writes metrics and checkpoints; the weights
+// are compared across ranks every kWeightCheckEvery steps and at every checkpoint.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "dist/comm.h"
+#include "dist/grad_reducer.h"
 
 #include "linformer/model.h"
 #include "linformer/run.h"
@@ -23,7 +33,12 @@ struct Progress {
   double grad_norm = 0;         // of the last step, before clipping
   double elapsed = 0, left = 0;  // seconds (left: estimated from the window)
   const LogWindow* window = nullptr;
+  int ranks = 1;                 // processes of a data-parallel run
+  double comm_wait = 0;          // seconds per step waiting for the other ranks (window mean)
 };
+
+// " | 2 ranks, comm wait 12.3 ms/step" for a data-parallel run's progress line, else "".
+std::string comm_note(const Progress& p);
 
 class TrainTask {
  public:
@@ -33,7 +48,9 @@ class TrainTask {
   // Forward and backward of micro-batch `micro` of the step, dropout drawn from
   // `dropout_seed`: adds its share of the gradient of the step's mean loss into the model's
   // gradients and returns its share of that mean loss. Adds what the progress line counts
-  // (tokens, examples, correct predictions) into `window`.
+  // (tokens, examples, correct predictions) into `window`. With several ranks, micro-batch
+  // `micro` is the global one: the task runs its rank's slice (possibly empty) and returns
+  // and counts that slice's share; the loop sums the shares over the ranks.
   virtual double micro_batch(int64_t step, int64_t micro, uint64_t dropout_seed,
                              LogWindow& window) = 0;
   // Adds the task's fields to a progress record (the loop fills step, split, loss, lr,
@@ -61,12 +78,17 @@ struct LoopOptions {
   bool checkpoint_at_eval = false;  // checkpoint at every evaluation
   int keep_checkpoints = 2;
   bool quiet = false;
+  dist::Comm* comm = nullptr;  // the ranks of a data-parallel run; null: dist::world()
 };
+
+// Steps between the data-parallel weight comparisons (also done at every checkpoint).
+constexpr int64_t kWeightCheckEvery = 50;
 
 struct LoopResult {
   int64_t steps_done = 0;  // the step the run reached
   bool stopped = false;    // a limit stopped it before the last step
   double last_loss = 0;    // mean loss of the last step run
+  double comm_wait = 0;    // seconds this rank waited for the others (data-parallel runs)
 };
 
 // The loop options of a command's options (PretrainOptions, FinetuneOptions: the fields of
@@ -97,8 +119,16 @@ class TrainLoop {
   // Runs the steps from the start step to the end or a limit.
   LoopResult run(TrainTask& task);
 
-  MetricsLog& log() { return log_; }
+  MetricsLog& log() { return log_; }  // writes nothing on ranks other than 0
   double seconds() const { return clock_.seconds(); }  // since run() began
+  dist::Comm& comm() { return *comm_; }
+  // A task's own waiting for the other ranks (counts all-reduced before backward), for the
+  // progress line's comm wait.
+  void add_comm_wait(double seconds) {
+    comm_window_ += seconds;
+    comm_total_ += seconds;
+  }
+  double comm_wait_total() const { return comm_total_; }
 
  private:
   bool limit_reached(int64_t done) const;
@@ -106,10 +136,13 @@ class TrainLoop {
   Model& model_;
   AdamW& adam_;
   LoopOptions o_;
+  dist::Comm* comm_;
+  std::unique_ptr<dist::GradReducer> reducer_;  // several ranks only
   int64_t start_ = 0;
   LogWindow window_;
   MetricsLog log_;
   Stopwatch clock_;
+  double comm_window_ = 0, comm_total_ = 0;  // seconds waited: since the last line, in all
 };
 
 }  // namespace lf
