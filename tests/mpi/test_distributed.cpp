@@ -363,7 +363,7 @@ int64_t last_train_step(const std::string& run) {
 TEST(Distributed, KilledRankEndsJobAndOneProcessResumes) {
   const std::string d = temp_dir("k");
   const Fixture f = make_fixture(d, 0.1f);
-  const int64_t steps = 300;
+  const int64_t steps = 600;
   auto args = [&](const std::string& run) { return pretrain_args(f, run, steps, 2, 1, 100); };
   ASSERT_TRUE(run_ok(mpirun(2) + args(d + "/ref"), d + "/ref.log"));
 
