@@ -14,7 +14,8 @@
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
 #   IMDB_TRAIN (training reviews, 10000), INIT (the Linformer init of the main runs, e.g.
-#   "--set projection_init=mean_pool"; PROJ_LR for its --projection-lr-scale).
+#   "--set projection_init=mean_pool"; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS
+#   (added to every new pretraining run, e.g. "--bf16").
 set -euo pipefail
 stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
 LF=${2:-build/linformer}
@@ -44,7 +45,7 @@ pretrain() {
       --cache-dir "$OUT/cache" --out "$run" --seq-len "$n" --batch-size "$batch" \
       --steps "$steps" --lr 5e-4 --warmup-steps $((steps / 20)) --eval-every $((steps / 20)) \
       --eval-batches 40 --checkpoint-every 200 --log-every 50 --seed 1 \
-      --time-limit "$TIME_LIMIT" "$@" 2>&1 | tee "$OUT/pre/$name.log"
+      --time-limit "$TIME_LIMIT" ${PRETRAIN_ARGS:-} "$@" 2>&1 | tee "$OUT/pre/$name.log"
   fi
   if [[ -d "$run/model" ]]; then
     "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len "$n" --seed 1 \
