@@ -88,6 +88,17 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
       ->group("Run");
 }
 
+void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokenizer,
+                           const char* tokenizer_help, int64_t* vocab_size,
+                           const char* vocab_help, std::string* tokenizer_type) {
+  cmd->add_option("--tokenizer", *tokenizer, tokenizer_help)->group(group);
+  cmd->add_option("--vocab-size", *vocab_size, vocab_help)->capture_default_str()->group(group);
+  cmd->add_option("--tokenizer-type", *tokenizer_type, "unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))
+      ->capture_default_str()
+      ->group(group);
+}
+
 void add_compute_option(CLI::App* cmd, bool* bf16) {
   cmd->add_flag("--bf16", *bf16,
                 "Run the encoder's linear maps in bfloat16 (weights packed once, f32 "
