@@ -1,7 +1,9 @@
 // Helpers shared by the tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,30 @@ inline std::string temp_dir(const std::string& tag) {
   fs::create_directories(p);
   return p.string();
 }
+
+// A fresh, empty folder per TempDir (one test may make several), removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("lf_") + (ti ? ti->test_suite_name() : "x") + "_" +
+                       (ti ? ti->name() : "y") + "_" + std::to_string(::getpid()) + "_" +
+                       std::to_string(counter++);
+    dir_ = std::filesystem::path(::testing::TempDir()) / name;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 // Writes text to path, creating its folder.
 inline void write_text(const std::string& path, const std::string& text) {
