@@ -28,23 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs fn, which must throw lf::Error whose message contains every phrase.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> phrases,
-                  const std::string& what) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : phrases)
-      EXPECT_NE(msg.find(p), std::string::npos)
-          << what << ": message lacks \"" << p << "\"\n  message: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": threw a non-lf::Error exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << what << ": no exception";
-}
+using test::expect_error;
 
 // Random weights with every tensor (biases, LayerNorm) non-trivial.
 using test::randomise;
@@ -121,19 +105,8 @@ void write_edited(Model& m, const std::string& path,
   w.write(path);
 }
 
-std::string read_bytes(const std::string& path) { return read_file(path); }
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(f.good()) << path;
-}
-
-std::string u64_le(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using test::u64_le;
+using test::write_text;
 
 // ---------------------------------------------------------------------------------------------
 // Round trips
@@ -448,7 +421,7 @@ class CheckpointErrors : public ::testing::Test {
     randomise(*good, 7);
     save_model(*good, dir);
     weights = dir + "/model.safetensors";
-    bytes = read_bytes(weights);
+    bytes = read_file(weights);
     target = std::make_unique<Model>(linformer_configs()[0]);
     randomise(*target, 8);
     before = snapshot(*target);
@@ -476,22 +449,22 @@ class CheckpointErrors : public ::testing::Test {
 };
 
 TEST_F(CheckpointErrors, TruncatedFile) {
-  write_bytes(weights, bytes.substr(0, 5));
+  write_text(weights, bytes.substr(0, 5));
   expect_load_error({weights, "too short"}, "5 bytes");
-  write_bytes(weights, "");
+  write_text(weights, "");
   expect_load_error({weights, "too short"}, "empty");
   // Cut inside the data: the last tensors' byte ranges now lie beyond the data.
-  write_bytes(weights, bytes.substr(0, bytes.size() - 100));
+  write_text(weights, bytes.substr(0, bytes.size() - 100));
   expect_load_error({weights, "beyond the data buffer"}, "cut data");
   // Cut inside the header.
-  write_bytes(weights, bytes.substr(0, 8 + header_len() / 2));
+  write_text(weights, bytes.substr(0, 8 + header_len() / 2));
   expect_load_error({weights, "exceeds the file size"}, "cut header");
 }
 
 TEST_F(CheckpointErrors, HeaderLengthBeyondFile) {
-  write_bytes(weights, u64_le(bytes.size()) + bytes.substr(8));
+  write_text(weights, u64_le(bytes.size()) + bytes.substr(8));
   expect_load_error({weights, "header length", "exceeds the file size"}, "length = file size");
-  write_bytes(weights, u64_le(~0ull) + bytes.substr(8));
+  write_text(weights, u64_le(~0ull) + bytes.substr(8));
   expect_load_error({weights, "header length"}, "length 2^64-1");
 }
 
@@ -499,9 +472,9 @@ TEST_F(CheckpointErrors, GarbageJsonHeader) {
   std::string bad = bytes;
   const std::string junk = "{\"roberta\": [1, 2,,";
   std::memcpy(&bad[8], junk.data(), junk.size());
-  write_bytes(weights, bad);
+  write_text(weights, bad);
   expect_load_error({weights, "not valid JSON"}, "garbage header");
-  write_bytes(weights, u64_le(8) + "[1,2,3] " + bytes.substr(8 + header_len()));
+  write_text(weights, u64_le(8) + "[1,2,3] " + bytes.substr(8 + header_len()));
   expect_load_error({weights, "not a JSON object"}, "array header");
 }
 
@@ -509,13 +482,13 @@ TEST_F(CheckpointErrors, OffsetsOutOfRange) {
   const std::string header =
       "{\"roberta.embeddings.word_embeddings.weight\":{\"dtype\":\"F32\",\"shape\":[37,16],"
       "\"data_offsets\":[0,2368]}}";
-  write_bytes(weights, u64_le(header.size()) + header + std::string(64, '\0'));
+  write_text(weights, u64_le(header.size()) + header + std::string(64, '\0'));
   expect_load_error({weights, "roberta.embeddings.word_embeddings.weight", "data_offsets",
                      "beyond the data buffer"},
                     "offsets out of range");
   const std::string reversed =
       "{\"lm_head.bias\":{\"dtype\":\"F32\",\"shape\":[37],\"data_offsets\":[148,0]}}";
-  write_bytes(weights, u64_le(reversed.size()) + reversed + std::string(148, '\0'));
+  write_text(weights, u64_le(reversed.size()) + reversed + std::string(148, '\0'));
   expect_load_error({weights, "lm_head.bias", "data_offsets"}, "reversed offsets");
 }
 
@@ -579,7 +552,7 @@ TEST_F(CheckpointErrors, ConfigJsonMismatchingWeights) {
   load_model(dir, {}, &rep);
   EXPECT_EQ(rep.ignored, std::vector<std::string>{"roberta.encoder.kv_proj.weight"});
   // A config.json that is not valid: the path and the field.
-  write_bytes(dir + "/config.json", "{\"d_model\": \"big\"}");
+  write_text(dir + "/config.json", "{\"d_model\": \"big\"}");
   expect_error([&] { load_model(dir); }, {dir + "/config.json", "d_model", "integer"},
                "bad config.json");
 }
@@ -603,11 +576,11 @@ TEST_F(CheckpointErrors, MissingFolderOrWeights) {
 
 TEST(CheckpointSave, TargetIsAFile) {
   const std::string dir = test::temp_dir("m");
-  write_bytes(dir + "/file", "not a folder");
+  write_text(dir + "/file", "not a folder");
   Model m(standard_config());
   randomise(m, 1);
   expect_error([&] { save_model(m, dir + "/file"); }, {dir + "/file"}, "folder is a file");
-  EXPECT_EQ(read_bytes(dir + "/file"), "not a folder");
+  EXPECT_EQ(read_file(dir + "/file"), "not a folder");
   expect_error([&] { save_model(m, dir + "/file/sub"); }, {dir + "/file/sub"}, "parent is a file");
 }
 
@@ -616,8 +589,8 @@ TEST(CheckpointSave, FailedWeightsWriteKeepsPreviousCheckpoint) {
   Model old_model(standard_config());
   randomise(old_model, 1);
   save_model(old_model, dir);
-  const std::string old_weights = read_bytes(dir + "/model.safetensors");
-  const std::string old_config = read_bytes(dir + "/config.json");
+  const std::string old_weights = read_file(dir + "/model.safetensors");
+  const std::string old_config = read_file(dir + "/config.json");
 
   // A folder where the temporary file must go makes the write fail.
   const std::string tmp = dir + "/model.safetensors.tmp." + std::to_string(::getpid());
@@ -627,8 +600,8 @@ TEST(CheckpointSave, FailedWeightsWriteKeepsPreviousCheckpoint) {
   expect_error([&] { save_model(new_model, dir); }, {dir + "/model.safetensors"},
                "blocked weights");
   fs::remove(tmp);
-  EXPECT_EQ(read_bytes(dir + "/model.safetensors"), old_weights);
-  EXPECT_EQ(read_bytes(dir + "/config.json"), old_config);
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), old_weights);
+  EXPECT_EQ(read_file(dir + "/config.json"), old_config);
   auto back = load_model(dir);
   EXPECT_EQ(back->config().to_json(), old_model.config().to_json());
   expect_params_equal(old_model, *back, "after failed save");

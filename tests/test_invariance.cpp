@@ -349,21 +349,7 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
 // ---------------------------------------------------------------------------------------------
 // Configuration and input errors
 
-// Runs f, expecting lf::Error whose message contains every string in `parts`.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& s : parts)
-      EXPECT_NE(msg.find(s), std::string::npos) << "message '" << msg << "' lacks '" << s << "'";
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-lf::Error: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception; expected one mentioning " << parts.at(0);
-}
+using test::expect_error;
 
 TEST(Config, TinyConfigIsValid) { EXPECT_NO_THROW(test::tiny_config().validate()); }
 

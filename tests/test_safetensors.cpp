@@ -23,17 +23,8 @@ namespace {
 
 using lf::test::TempDir;
 
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(f.good());
-}
-
-std::string u64_le(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using lf::test::u64_le;
+using lf::test::write_text;
 
 // A safetensors file assembled by hand: length prefix, header text as given, data bytes.
 std::string make_file(const std::string& header, const std::string& data) {
@@ -56,7 +47,7 @@ void append_le(std::string& s, T v) {
 // (and names the file).
 void expect_rejected(const TempDir& tmp, const std::string& bytes, const std::string& phrase) {
   const std::string path = tmp.file("bad.safetensors");
-  write_raw(path, bytes);
+  write_text(path, bytes);
   try {
     lf::SafeTensorsReader r(path);
     ADD_FAILURE() << "accepted a malformed file; expected an error containing '" << phrase << "'";
@@ -220,7 +211,7 @@ TEST(SafeTensorsTest, ReadsHandBuiltF16AndBF16) {
                        "]},\"brain\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[" +
                        std::to_string(f16_end) + "," + std::to_string(bf16_end) + "]}}";
   const std::string path = tmp.file("half.safetensors");
-  write_raw(path, make_file(header, data));
+  write_text(path, make_file(header, data));
 
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.info("half").dtype, lf::DType::F16);
@@ -274,7 +265,7 @@ TEST(SafeTensorsTest, ReadsIndependentlyBuiltFile) {
       "  \"ubytes\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [49, 50]},\n"
       "  \"flags\": {\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [50, 52]} }";
   const std::string path = tmp.file("hand.safetensors");
-  write_raw(path, make_file(header, data));
+  write_text(path, make_file(header, data));
 
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.names(), (std::vector<std::string>{"alpha", "bytes", "flags", "ints", "shorts",
@@ -299,7 +290,7 @@ TEST(SafeTensorsTest, ReadsIndependentlyBuiltFile) {
 TEST(SafeTensorsTest, EmptyHeaderObjectIsValid) {
   TempDir tmp;
   const std::string path = tmp.file("empty.safetensors");
-  write_raw(path, make_file("{}      ", ""));
+  write_text(path, make_file("{}      ", ""));
   lf::SafeTensorsReader r(path);
   EXPECT_TRUE(r.names().empty());
   EXPECT_TRUE(r.metadata().empty());
@@ -357,7 +348,7 @@ TEST(SafeTensorsTest, ReadI64OnFloatTensorRejected) {
 TEST(SafeTensorsTest, MissingTensorNamed) {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  write_raw(path, make_file("{}", ""));
+  write_text(path, make_file("{}", ""));
   lf::SafeTensorsReader r(path);
   try {
     r.info("encoder.x");
@@ -475,7 +466,7 @@ TEST(SafeTensorsMalformedTest, SizeOverflowGuarded) {
   expect_rejected(tmp, make_file(f32_header("[18446744073709551615]", 0, 16), d), "too large");
   // A zero dimension makes the tensor empty however large the others are.
   const std::string path = tmp.file("zero.safetensors");
-  write_raw(path, make_file(f32_header("[4294967296, 4294967296, 0]", 0, 0), d));
+  write_text(path, make_file(f32_header("[4294967296, 4294967296, 0]", 0, 0), d));
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.info("t").numel(), 0);
 }
@@ -500,7 +491,7 @@ TEST(SafeTensorsMalformedTest, OverlappingTensors) {
                   "overlap");
   // Adjacent tensors and an empty tensor at a shared boundary are fine.
   const std::string path = tmp.file("ok.safetensors");
-  write_raw(path, make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+  write_text(path, make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                             "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
                             d));

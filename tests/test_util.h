@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,13 @@ inline void write_text(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
+// v as 8 little-endian bytes (the length prefix of a safetensors file).
+inline std::string u64_le(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
 // The message of the lf::Error thrown by f ("" if none was thrown).
 template <typename F>
 std::string error_of(F&& f) {
@@ -72,6 +81,25 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// Runs fn, which must throw an lf::Error whose message contains every phrase; `what` names the
+// case in a failure.
+inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& phrases,
+                         const std::string& what = "") {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : phrases)
+      EXPECT_NE(msg.find(p), std::string::npos)
+          << what << ": message lacks \"" << p << "\"\n  message: " << msg;
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw a non-lf::Error exception: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << what << ": no exception; expected one mentioning \"" << phrases.at(0) << "\"";
 }
 
 // stmt throws an lf::Error whose message contains phrase.
