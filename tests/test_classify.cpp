@@ -30,6 +30,14 @@ using json = nlohmann::json;
 using test::error_of;
 using test::write_text;
 
+// Each example as "a|b|label|id": a read compared as a whole.
+std::vector<std::string> rows(const ClassifyData& d) {
+  std::vector<std::string> v;
+  for (const ClassifyExample& e : d.examples) v.push_back(e.a + "|" + e.b + "|" + e.label + "|" + e.id);
+  return v;
+}
+using Rows = std::vector<std::string>;
+
 ReadOptions skip_opts() {
   ReadOptions o;
   o.bad_rows = BadRows::skip;
@@ -49,11 +57,8 @@ TEST(ClassifyRead, Sst2EitherColumnOrderAndCrlf) {
     EXPECT_EQ(d.format, "sst2") << f;
     EXPECT_TRUE(d.labelled);
     EXPECT_FALSE(d.pairs);
+    EXPECT_EQ(rows(d), (Rows{"it is great||positive|", "a dull mess||negative|"})) << f;  // no CR
     ASSERT_EQ(d.examples.size(), 2u) << f;
-    EXPECT_EQ(d.examples[0].a, "it is great");  // no trailing CR
-    EXPECT_EQ(d.examples[0].label, "positive");
-    EXPECT_EQ(d.examples[1].a, "a dull mess");
-    EXPECT_EQ(d.examples[1].label, "negative");
     EXPECT_EQ(d.examples[1].line, 3);
     EXPECT_EQ(d.where(d.examples[1]), dir + f + ":3");
   }
@@ -71,11 +76,8 @@ TEST(ClassifyRead, QnliPairsLabelsAndIds) {
   const ClassifyData d = read_classify_data(dir + "/dev.tsv");
   EXPECT_EQ(d.format, "qnli");
   EXPECT_TRUE(d.pairs);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].a, "What is it?");
-  EXPECT_EQ(d.examples[0].b, "It is a cat.");
-  EXPECT_EQ(d.examples[1].label, "not_entailment");
-  EXPECT_EQ(d.examples[1].id, "1");
+  EXPECT_EQ(rows(d), (Rows{"What is it?|It is a cat.|entailment|0",
+                           "Who came?|Nobody knows where.|not_entailment|1"}));
   const LabelMap m = build_label_map(d);
   EXPECT_EQ(m.names, (std::vector<std::string>{"entailment", "not_entailment"}));
   EXPECT_EQ(m.positive, 1);
@@ -83,9 +85,7 @@ TEST(ClassifyRead, QnliPairsLabelsAndIds) {
   write_text(dir + "/shuffled.tsv", "label\tsentence\tindex\tquestion\nentailment\tB.\t7\tA?\n");
   const ClassifyData s = read_classify_data(dir + "/shuffled.tsv");
   EXPECT_EQ(s.format, "qnli");
-  EXPECT_EQ(s.examples[0].a, "A?");
-  EXPECT_EQ(s.examples[0].b, "B.");
-  EXPECT_EQ(s.examples[0].id, "7");
+  EXPECT_EQ(rows(s), (Rows{"A?|B.|entailment|7"}));
 }
 
 TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
@@ -97,16 +97,14 @@ TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
   const ClassifyData d = read_classify_data(dir + "/train.tsv");
   EXPECT_EQ(d.format, "qqp");
   EXPECT_TRUE(d.pairs);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].label, "duplicate");
-  EXPECT_EQ(d.examples[1].label, "not_duplicate");
-  EXPECT_EQ(d.examples[0].id, "5");
+  EXPECT_EQ(rows(d), (Rows{"How do I cook rice?|How to cook rice?|duplicate|5",
+                           "What is AI?|Where is Rome?|not_duplicate|6"}));
   EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"not_duplicate", "duplicate"}));
   write_text(dir + "/test.tsv", "id\tquestion1\tquestion2\n9\tA?\tB?\n");
   const ClassifyData t = read_classify_data(dir + "/test.tsv");
   EXPECT_EQ(t.format, "qqp");
   EXPECT_FALSE(t.labelled);
-  EXPECT_EQ(t.examples[0].label, "");
+  EXPECT_EQ(rows(t), (Rows{"A?|B?||9"}));
   ReadOptions need;
   need.require_labels = true;
   EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/test.tsv", need), "no label column");
@@ -121,9 +119,7 @@ TEST(ClassifyRead, GenericTsvSelectsColumnsByName) {
              "1\t9\tpos/1_9\tLoved it\n");
   const ClassifyData d = read_classify_data(dir + "/imdb.tsv");
   EXPECT_EQ(d.format, "tsv");
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].a, "Bad film.  Really bad.");
-  EXPECT_EQ(d.examples[0].label, "0");
+  EXPECT_EQ(rows(d), (Rows{"Bad film.  Really bad.||0|", "Loved it||1|"}));
   // Integer labels are ordered numerically, other labels as strings.
   write_text(dir + "/ints.tsv", "text\tlabel\na\t10\nb\t2\nc\t1\n");
   EXPECT_EQ(build_label_map(read_classify_data(dir + "/ints.tsv")).names,
@@ -150,9 +146,7 @@ TEST(ClassifyRead, UnlabelledSst2TestFile) {
   const ClassifyData d = read_classify_data(dir + "/test.tsv");
   EXPECT_EQ(d.format, "sst2");
   EXPECT_FALSE(d.labelled);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[1].id, "1");
-  EXPECT_EQ(d.examples[1].a, "second one");
+  EXPECT_EQ(rows(d), (Rows{"first one|||0", "second one|||1"}));
 }
 
 // Wrong column count, unknown label, invalid UTF-8 and empty text: stop names file:line,
@@ -175,8 +169,8 @@ TEST(ClassifyRead, BadRowsStopWithFileLineOrSkipWithCount) {
 
   const ClassifyData d = read_classify_data(f, skip_opts());
   EXPECT_EQ(d.bad_rows, 4);
+  EXPECT_EQ(rows(d), (Rows{"good row||positive|", "another good row||negative|"}));
   ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[1].a, "another good row");
   EXPECT_EQ(d.examples[1].line, 7);
   ASSERT_EQ(d.bad_messages.size(), 4u);
   EXPECT_NE(d.bad_messages[0].find(f + ":3: expected 2"), std::string::npos) << d.bad_messages[0];
@@ -213,22 +207,17 @@ TEST(ClassifyRead, AclImdbFolderLayout) {
   EXPECT_EQ(d.format, "aclimdb");
   EXPECT_TRUE(d.labelled);
   EXPECT_EQ(d.bad_rows, 1);
-  ASSERT_EQ(d.examples.size(), 3u);
-  EXPECT_EQ(d.examples[0].a, "Terrible.");
-  EXPECT_EQ(d.examples[0].label, "negative");
   // pos files in numeric id order: 2_8 before 10_9.
-  EXPECT_EQ(d.examples[1].a, "Great acting.");
-  EXPECT_EQ(d.examples[2].a, "A wonderful film. Loved it.");
-  EXPECT_EQ(d.examples[2].label, "positive");
-  EXPECT_EQ(d.examples[2].id, "10_9");
+  EXPECT_EQ(rows(d), (Rows{"Terrible.||negative|0_1", "Great acting.||positive|2_8",
+                           "A wonderful film. Loved it.||positive|10_9"}));
+  ASSERT_EQ(d.examples.size(), 3u);
   EXPECT_NE(d.where(d.examples[2]).find("10_9.txt"), std::string::npos);
 
   // The root selects the split given in the options.
   ReadOptions test_split = skip_opts();
   test_split.split = "test";
   const ClassifyData t = read_classify_data(root, test_split);
-  ASSERT_EQ(t.examples.size(), 2u);
-  EXPECT_EQ(t.examples[0].a, "Meh.");
+  EXPECT_EQ(rows(t), (Rows{"Meh.||negative|0_4", "Fine.||positive|0_10"}));
   EXPECT_EQ(read_classify_data(root, skip_opts()).examples.size(), 3u);  // default: train
   // aclImdb labels map onto a sentiment model's classes.
   EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"negative", "positive"}));
