@@ -13,6 +13,9 @@
 
 namespace lf::checkpoint_test {
 
+using test::expect_error;
+using test::randomise;
+
 inline std::vector<float> snapshot(Model& m) {
   std::vector<float> v;
   for (const ParamInfo& p : m.params())

@@ -31,8 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 
 using namespace checkpoint_test;
-using test::expect_error;
-using test::randomise;
 using test::u64_le;
 using test::write_text;
 

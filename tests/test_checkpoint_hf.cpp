@@ -25,8 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 using namespace checkpoint_test;
-using test::expect_error;
-using test::randomise;
 
 // HF sizes matching test::tiny_config(): max_position_embeddings = max_len + 2.
 std::string make_hf_file(const std::string& dir, const std::string& dtype = "F32",

@@ -63,32 +63,28 @@ TEST(GradCheck, LayerNorm) {
   check_grad("layernorm.db", b.data(), C, db.data(), loss);
 }
 
-TEST(GradCheck, Gelu) {
+// An elementwise activation: forward(y, x, n) and backward(dx, from, dy, n), where `from` is
+// the input x or, when backward_takes_output, the output y.
+void activation_gradcheck(const char* name, uint64_t seed,
+                          void (*forward)(float*, const float*, int64_t),
+                          void (*backward)(float*, const float*, const float*, int64_t),
+                          bool backward_takes_output) {
   const int64_t n = 60;
-  auto x = test::random_vec(n, 9, 1.5f), r = test::random_vec(n, 10);
+  auto x = test::random_vec(n, seed, 1.5f), r = test::random_vec(n, seed + 1);
   std::vector<float> y(n);
   auto loss = [&] {
-    gelu_forward(y.data(), x.data(), n);
-    return weighted_sum(y.data(), r);
-  };
-  auto dx = zeros(n);
-  gelu_backward(dx.data(), x.data(), r.data(), n);
-  check_grad("gelu", x.data(), n, dx.data(), loss);
-}
-
-TEST(GradCheck, Tanh) {
-  const int64_t n = 60;
-  auto x = test::random_vec(n, 11, 1.5f), r = test::random_vec(n, 12);
-  std::vector<float> y(n);
-  auto loss = [&] {
-    tanh_forward(y.data(), x.data(), n);
+    forward(y.data(), x.data(), n);
     return weighted_sum(y.data(), r);
   };
   loss();
   auto dx = zeros(n);
-  tanh_backward(dx.data(), y.data(), r.data(), n);
-  check_grad("tanh", x.data(), n, dx.data(), loss);
+  backward(dx.data(), backward_takes_output ? y.data() : x.data(), r.data(), n);
+  check_grad(name, x.data(), n, dx.data(), loss);
 }
+
+TEST(GradCheck, Gelu) { activation_gradcheck("gelu", 9, gelu_forward, gelu_backward, false); }
+
+TEST(GradCheck, Tanh) { activation_gradcheck("tanh", 11, tanh_forward, tanh_backward, true); }
 
 TEST(GradCheck, SoftmaxWithMask) {
   const int64_t rows = 4, cols = 7;
