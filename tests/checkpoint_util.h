@@ -79,8 +79,8 @@ inline std::string describe(const Config& c) {
 // Writes a checkpoint of m's parameters, with `edit` deciding per tensor: return false to
 // omit it, or modify the writer (and return false) to store something else under the name.
 inline void write_edited(Model& m, const std::string& path,
-                  const std::function<bool(const ParamInfo&, SafeTensorsWriter&)>& edit,
-                  bool with_metadata = true) {
+                         const std::function<bool(const ParamInfo&, SafeTensorsWriter&)>& edit,
+                         bool with_metadata = true) {
   SafeTensorsWriter w;
   if (with_metadata) w.set_metadata("linformer_config", m.config().to_json());
   for (const ParamInfo& p : m.params())

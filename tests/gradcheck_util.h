@@ -73,7 +73,8 @@ struct OneThread {
 
 // Compares analytic[i] with the central difference for the chosen entries of x.
 inline void check_grad(const std::string& what, float* x, size_t n, const float* analytic,
-                const std::function<double()>& loss, size_t max_entries = 400, uint64_t seed = 1) {
+                       const std::function<double()>& loss, size_t max_entries = 400,
+                       uint64_t seed = 1) {
   OneThread one;
   int bad = 0;
   double worst = 0;

@@ -89,8 +89,8 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
 }
 
 void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokenizer,
-                           const char* tokenizer_help, int64_t* vocab_size,
-                           const char* vocab_help, std::string* tokenizer_type) {
+                           const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
+                           std::string* tokenizer_type) {
   cmd->add_option("--tokenizer", *tokenizer, tokenizer_help)->group(group);
   cmd->add_option("--vocab-size", *vocab_size, vocab_help)->capture_default_str()->group(group);
   cmd->add_option("--tokenizer-type", *tokenizer_type, "unigram or bpe")
@@ -144,7 +144,8 @@ void add_text_input_options(CLI::App* cmd, TextInputOptions* o) {
 void check_output_not_an_input(const std::string& out, const std::string& what,
                                const TextInputOptions& in, const ModelRunOptions& run) {
   if (out != "-")
-    check_not_an_input(out, what, {{"--input", in.input == "-" ? "" : in.input}, {"--model", run.model}});
+    check_not_an_input(out, what,
+                       {{"--input", in.input == "-" ? "" : in.input}, {"--model", run.model}});
 }
 
 namespace {

@@ -43,8 +43,8 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
 // --tokenizer (an existing tokenizer.model), --vocab-size and --tokenizer-type (of one trained
 // for the run), in `group`; the helps of the first two say when they apply.
 void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokenizer,
-                           const char* tokenizer_help, int64_t* vocab_size,
-                           const char* vocab_help, std::string* tokenizer_type);
+                           const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
+                           std::string* tokenizer_type);
 
 // --bf16 for the inference commands (in group Speed).
 void add_compute_option(CLI::App* cmd, bool* bf16);

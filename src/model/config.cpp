@@ -61,12 +61,16 @@ E parse_enum(const json& j, const char* key, const Named<E> (&names)[M]) {
 // The integer and float fields, written, read and known as keys from these lists (the enums,
 // k and causal are written and read one by one).
 const std::pair<const char*, int64_t Config::*> kIntFields[] = {
-    {"vocab_size", &Config::vocab_size},     {"max_len", &Config::max_len},
-    {"d_model", &Config::d_model},           {"n_heads", &Config::n_heads},
-    {"d_ff", &Config::d_ff},                 {"n_layers", &Config::n_layers},
+    {"vocab_size", &Config::vocab_size},
+    {"max_len", &Config::max_len},
+    {"d_model", &Config::d_model},
+    {"n_heads", &Config::n_heads},
+    {"d_ff", &Config::d_ff},
+    {"n_layers", &Config::n_layers},
     {"type_vocab_size", &Config::type_vocab_size},
     {"position_offset", &Config::position_offset},
-    {"num_classes", &Config::num_classes},   {"pad_id", &Config::pad_id},
+    {"num_classes", &Config::num_classes},
+    {"pad_id", &Config::pad_id},
     {"cls_id", &Config::cls_id}};
 const std::pair<const char*, float Config::*> kFloatFields[] = {
     {"dropout", &Config::dropout},

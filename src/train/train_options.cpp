@@ -50,17 +50,17 @@ void FinetuneOptions::validate() const {
 // train_args.json: the stored fields, each listed once (the key is the field's name). The
 // optimiser's fields stand beside them (optim_to_json); quiet, overwrite and stop_after are
 // not stored. A key that runs of earlier versions did not write is read with the value it meant.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PretrainOptions, train, valid, valid_fraction, out, config,
-                                   sets, init_from, tokenizer, vocab_size, tokenizer_type,
-                                   cache_dir, seq_len, batch_size, grad_accum, steps, seed,
-                                   mask_prob, log_every, eval_every, eval_batches,
-                                   checkpoint_every, time_limit, bf16)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PretrainOptions, train, valid, valid_fraction, out, config, sets,
+                                   init_from, tokenizer, vocab_size, tokenizer_type, cache_dir,
+                                   seq_len, batch_size, grad_accum, steps, seed, mask_prob,
+                                   log_every, eval_every, eval_batches, checkpoint_every,
+                                   time_limit, bf16)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FinetuneOptions, train, dev, out, init_from, config, sets,
                                    tokenizer, vocab_size, tokenizer_type, max_len, truncate,
                                    lowercase, pad_to_max, bucket, bad_rows, max_train, max_dev,
-                                   metric, dropout, batch_size, grad_accum, eval_batch_size,
-                                   epochs, warmup_ratio, seed, log_every, eval_every,
-                                   checkpoint_every, time_limit)
+                                   metric, dropout, batch_size, grad_accum, eval_batch_size, epochs,
+                                   warmup_ratio, seed, log_every, eval_every, checkpoint_every,
+                                   time_limit)
 
 json PretrainOptions::to_json() const {
   json j = *this;
