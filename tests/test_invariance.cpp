@@ -286,15 +286,9 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
   ThreadGuard guard;
   // Big enough that every parallel_for splits (rows x D >= 2 * 16384 elements) and the
   // per-(batch, head) attention loop runs on both threads; dropout on, padded batch.
-  Config base = test::tiny_config();
-  base.vocab_size = 97;
-  base.max_len = 64;
-  base.d_model = 64;
-  base.n_heads = 4;
-  base.d_ff = 96;
-  base.k = {16};
-  base.dropout = 0.1f;
-  base.attention_dropout = 0.1f;
+  const Config base = Config::from_json(R"({"vocab_size": 97, "max_len": 64, "d_model": 64,
+      "n_heads": 4, "d_ff": 96, "n_layers": 2, "k": 16, "dropout": 0.1, "attention_dropout": 0.1,
+      "num_classes": 3, "position_offset": 2})");
   std::vector<NamedConfig> cases;
   for (const NamedConfig& nc : test::attention_matrix(base))
     if (nc.name == "standard_post" || nc.name == "standard_causal" || nc.name == "none_linear" ||

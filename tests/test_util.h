@@ -110,21 +110,11 @@ inline void expect_error(const std::function<void()>& fn, const std::vector<std:
     EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
   } while (0)
 
-// A small model shape used across tests.
+// A small model shape used across tests (Linformer, k = 4, no dropout, 3 classes).
 inline Config tiny_config() {
-  Config c;
-  c.vocab_size = 37;
-  c.max_len = 16;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.d_ff = 24;
-  c.n_layers = 2;
-  c.k = {4};
-  c.dropout = 0.f;
-  c.attention_dropout = 0.f;
-  c.num_classes = 3;
-  c.position_offset = 2;
-  return c;
+  return Config::from_json(R"({"vocab_size": 37, "max_len": 16, "d_model": 16, "n_heads": 2,
+      "d_ff": 24, "n_layers": 2, "k": 4, "dropout": 0, "attention_dropout": 0, "num_classes": 3,
+      "position_offset": 2})");
 }
 
 // ||a - b|| / ||b|| (Frobenius), with a floor on the denominator.
