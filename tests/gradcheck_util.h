@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "linformer/rng.h"
+#include "test_util.h"
 
 namespace lf::gradcheck {
 
@@ -65,10 +66,8 @@ inline double numeric_grad(float* x, size_t i, float h, const std::function<doub
 // Finite differences run many tiny forwards: on one thread, to avoid paying an OpenMP fork per
 // call (the analytic gradients are computed with the default thread count; thread-count
 // independence itself is tested in test_invariance.cpp).
-struct OneThread {
-  int saved = omp_get_max_threads();
-  OneThread() { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(saved); }
+struct OneThread : test::ThreadGuard {
+  OneThread() : ThreadGuard(1) {}
 };
 
 // Compares analytic[i] with the central difference for the chosen entries of x.

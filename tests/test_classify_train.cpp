@@ -270,25 +270,8 @@ TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {
 // The command line: evaluate, predict, embed on the trained model
 // ---------------------------------------------------------------------------------------------
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& dir, const std::string& args, const std::string& stdin_text = "") {
-  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  std::string cmd = "'" + bin + "' " + args + " > '" + dir + "/out.txt' 2> '" + dir + "/err.txt'";
-  if (!stdin_text.empty()) {
-    write_text(dir + "/stdin.txt", stdin_text);
-    cmd += " < '" + dir + "/stdin.txt'";
-  }
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = read_file(dir + "/out.txt");
-  r.err = read_file(dir + "/err.txt");
-  return r;
-}
+using test::CliRun;
+using test::run_cli;
 
 TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
   const std::string dir = test::temp_dir("cli");
@@ -350,12 +333,14 @@ TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
   write_text(dir + "/bad.tsv", "label\tsentence\n1\tgood\n5\tbad\n");
   r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv");
   EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(r.crashed);
   EXPECT_NE(r.err.find(dir + "/bad.tsv:3"), std::string::npos) << r.err;
   r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv --bad-rows skip");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("skipped 1 bad row"), std::string::npos) << r.err;
   r = run_cli(dir, "predict --model " + dir_ + "/nope");
   EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(r.crashed);
   EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
   r = run_cli(dir, "finetune --help");
   EXPECT_EQ(r.code, 0);

@@ -23,42 +23,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code = -1;         // exit status, or 128 + signal number
-  bool crashed = false;  // ended by a signal
-  std::string out, err;
-};
+using test::CliRun;
+using test::run_cli;
 
-// Runs `linformer ARGS` (ARGS is shell text) with stdout and stderr captured into files in dir.
-RunResult run_cli(const std::string& dir, const std::string& args) {
-  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  EXPECT_TRUE(fs::exists(bin)) << bin << " is missing: build the `linformer` target first";
-  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
-  const int st = std::system(cmd.c_str());
-  RunResult r;
-  if (st != -1 && WIFEXITED(st)) {
-    r.code = WEXITSTATUS(st);
-    r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
-  } else if (st != -1 && WIFSIGNALED(st)) {
-    r.code = 128 + WTERMSIG(st);
-    r.crashed = true;
-  }
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-std::string show(const RunResult& r) {
+std::string show(const CliRun& r) {
   return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
 }
 
-void expect_ok(const RunResult& r, const std::string& what) {
+void expect_ok(const CliRun& r, const std::string& what) {
   EXPECT_EQ(r.code, 0) << what << "\n" << show(r);
 }
 
 // Fails (not by a signal) with every phrase in stderr.
-void expect_fail(const RunResult& r, std::initializer_list<std::string> phrases,
+void expect_fail(const CliRun& r, std::initializer_list<std::string> phrases,
                  const std::string& what) {
   EXPECT_FALSE(r.crashed) << what << ": crashed\n" << show(r);
   EXPECT_NE(r.code, 0) << what << "\n" << show(r);
@@ -114,7 +91,7 @@ void write_inputs(const Inputs& in, const std::string& path, bool int32) {
 std::string init_model(const std::string& dir, const Config& cfg, const std::string& name,
                        uint64_t seed) {
   cfg.save(dir + "/" + name + ".json");
-  const RunResult r = run_cli(dir, "init --config " + dir + "/" + name + ".json --seed " +
+  const CliRun r = run_cli(dir, "init --config " + dir + "/" + name + ".json --seed " +
                                        std::to_string(seed) + " --out " + dir + "/" + name);
   EXPECT_EQ(r.code, 0) << show(r);
   return dir + "/" + name;
@@ -124,7 +101,7 @@ std::string init_model(const std::string& dir, const Config& cfg, const std::str
 
 TEST(Cli, HelpOfAppAndEachCommand) {
   const std::string dir = test::temp_dir("help");
-  RunResult r = run_cli(dir, "--help");
+  CliRun r = run_cli(dir, "--help");
   expect_ok(r, "--help");
   expect_mentions(r.out, {"init", "forward", "info", "--help"}, "linformer --help");
 
@@ -190,7 +167,7 @@ void check_forward_matches(const std::string& dir, const Config& cfg, const std:
     const std::string input = dir + "/" + name + (int32 ? "_in32" : "_in64") + ".safetensors";
     const std::string output = dir + "/" + name + (int32 ? "_out32" : "_out64") + ".safetensors";
     write_inputs(in, input, int32);
-    const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + input +
+    const CliRun r = run_cli(dir, "forward --model " + model_dir + " --input " + input +
                                          " --out " + output + " --classify");
     expect_ok(r, what);
     ASSERT_TRUE(fs::exists(output)) << what;
@@ -215,7 +192,7 @@ void check_forward_matches(const std::string& dir, const Config& cfg, const std:
   SafeTensorsWriter w;
   w.add_i64("input_ids", {in.B, in.N}, in.ids.data());
   w.write(dir + "/" + name + "_nomask.safetensors");
-  const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + dir + "/" + name +
+  const CliRun r = run_cli(dir, "forward --model " + model_dir + " --input " + dir + "/" + name +
                                        "_nomask.safetensors --out " + dir + "/" + name +
                                        "_nomask_out.safetensors --no-logits");
   expect_ok(r, name + " without mask");
@@ -259,7 +236,7 @@ TEST(Cli, ForwardAcceptsFloatMaskAndRandomBatch) {
       SafeTensorsReader(dir + "/out_i.safetensors").read_f32("hidden_states");
   EXPECT_EQ(a, b);
 
-  const RunResult r = run_cli(dir, "forward --model " + m + " --random-batch 2 16 --seed 4 --out " +
+  const CliRun r = run_cli(dir, "forward --model " + m + " --random-batch 2 16 --seed 4 --out " +
                                        dir + "/rnd.safetensors --no-logits");
   expect_ok(r, "random batch");
   std::vector<int64_t> shape;
@@ -292,7 +269,7 @@ TEST(Cli, ForwardBf16IsCloseToF32) {
 TEST(Cli, InfoDescribesFolder) {
   const std::string dir = test::temp_dir("info");
   const std::string m = init_model(dir, test::tiny_config(), "m", 1);
-  const RunResult r = run_cli(dir, "info --model " + m);
+  const CliRun r = run_cli(dir, "info --model " + m);
   expect_ok(r, "info");
   expect_mentions(r.out,
                   {"\"attention\": \"linformer\"", "roberta.encoder.kv_proj.weight", "[4, 16]",
@@ -304,7 +281,7 @@ TEST(Cli, InfoDescribesFolder) {
 TEST(Cli, InitSetOverridesConfig) {
   const std::string dir = test::temp_dir("set");
   test::tiny_config().save(dir + "/base.json");
-  RunResult r =
+  CliRun r =
       run_cli(dir, "init --config " + dir + "/base.json --set 'k=[8,2]' --set sharing=kv " +
                        "--set attention_dropout=0 --set norm=pre --out " + dir + "/m");
   expect_ok(r, "init --set");
@@ -346,7 +323,7 @@ TEST(Cli, RobertaCheckpointWorkflow) {
   expect_fail(run_cli(dir, "forward --model " + dir + "/std --input " + dir +
                                "/in.safetensors --out " + dir + "/out2.safetensors --classify"),
               {"classifier.out_proj.weight", "init", "--from"}, "--classify without a head");
-  const RunResult info = run_cli(dir, "info --model " + dir + "/std");
+  const CliRun info = run_cli(dir, "info --model " + dir + "/std");
   expect_ok(info, "info on RoBERTa folder");
   expect_mentions(info.out,
                   {"absent", "roberta.embeddings.position_ids", "roberta.pooler.dense.weight"},
@@ -364,7 +341,7 @@ TEST(Cli, RobertaCheckpointWorkflow) {
   EXPECT_FALSE(fs::exists(dir + "/out3.safetensors"));
 
   // init --from writes a complete folder: RoBERTa's weights plus fresh projections and head.
-  const RunResult r = run_cli(dir, "init --config " + dir + "/lin/config.json --from " + hf +
+  const CliRun r = run_cli(dir, "init --config " + dir + "/lin/config.json --from " + hf +
                                        " --seed 5 --out " + dir + "/full");
   expect_ok(r, "init --from");
   expect_mentions(r.out,

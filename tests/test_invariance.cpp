@@ -277,10 +277,7 @@ TEST(Slicing, LinearProjectionUsesFirstNColumns) {
 // ---------------------------------------------------------------------------------------------
 // Thread-count independence
 
-struct ThreadGuard {
-  int saved = omp_get_max_threads();
-  ~ThreadGuard() { omp_set_num_threads(saved); }
-};
+using test::ThreadGuard;
 
 TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
   ThreadGuard guard;

@@ -1,11 +1,14 @@
 // Helpers shared by the tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,6 +18,7 @@
 #include "core/buffer.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
+#include "linformer/file_util.h"
 #include "linformer/model.h"
 #include "linformer/rng.h"
 
@@ -71,6 +75,48 @@ inline std::string u64_le(uint64_t v) {
   for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
   return s;
 }
+
+// What a run of the linformer binary (built beside the tests) gave.
+struct CliRun {
+  int code = -1;         // exit status, or 128 + signal number
+  bool crashed = false;  // ended by a signal
+  std::string out, err;
+};
+
+// Runs `linformer ARGS` (ARGS is shell text; stdin_text, when not empty, its standard input)
+// with stdout and stderr captured into files in dir.
+inline CliRun run_cli(const std::string& dir, const std::string& args,
+                      const std::string& stdin_text = "") {
+  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
+  EXPECT_TRUE(std::filesystem::exists(bin)) << bin << " is missing: build the `linformer` target";
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  if (!stdin_text.empty()) {
+    write_text(dir + "/stdin.txt", stdin_text);
+    cmd += " < '" + dir + "/stdin.txt'";
+  }
+  const int st = std::system(cmd.c_str());
+  CliRun r;
+  if (st != -1 && WIFEXITED(st)) {
+    r.code = WEXITSTATUS(st);
+    r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
+  } else if (st != -1 && WIFSIGNALED(st)) {
+    r.code = 128 + WTERMSIG(st);
+    r.crashed = true;
+  }
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// Keeps the OpenMP thread count: restores it when it goes out of scope, and sets it to
+// `threads` meanwhile when given.
+struct ThreadGuard {
+  const int saved = omp_get_max_threads();
+  ThreadGuard() = default;
+  explicit ThreadGuard(int threads) { omp_set_num_threads(threads); }
+  ~ThreadGuard() { omp_set_num_threads(saved); }
+};
 
 // The message of the lf::Error thrown by f ("" if none was thrown).
 template <typename F>
