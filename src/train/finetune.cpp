@@ -229,25 +229,17 @@ class ClassifyTask final : public TrainTask {
 }  // namespace
 
 FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
+  const json saved = read_run_args("finetune", "finetuning", opt_in.out, resume);
   FinetuneOptions opt = opt_in;
-  LF_CHECK(!opt.out.empty(), "finetune: no run folder (--out)");
-  const fs::path run(opt.out);
-  const fs::path args_path = run / "train_args.json";
   if (resume) {
-    LF_CHECK(fs::exists(args_path), "finetune --resume: ", args_path.string(),
-             " not found; is ", opt.out, " a finetuning run folder?");
-    const bool quiet = opt.quiet;
-    opt = FinetuneOptions::from_json(read_json_file(args_path.string()));
-    opt.quiet = quiet;
+    opt = FinetuneOptions::from_json(saved);
+    opt.quiet = opt_in.quiet;
     opt.stop_after = opt_in.stop_after;
     opt.out = opt_in.out;  // the folder may have been moved
   }
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
-  try {
-    opt.validate();
-  } catch (const Error& e) {
-    fail("finetune: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
-  }
+  validate_run_options("finetune", opt, resume, opt_in.out);
+  const fs::path run(opt.out);
   LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
            "--bad-rows must be stop or skip, got ", opt.bad_rows);
   const Truncate trunc = parse_truncate(opt.truncate);
@@ -434,7 +426,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   TrainLoop loop(model, adam, lo);
   const json resumed = loop.start(resume);
   if (!resume) {
-    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+    write_file_atomic(run_args_path(opt.out), opt.to_json().dump(2) + "\n");
     save_labels(opt.out, labels, task);
     cfg.save((run / "config.json").string());
   }

@@ -134,21 +134,10 @@ class MlmTask final : public TrainTask {
 }  // namespace
 
 PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
-  PretrainOptions opt = opt_in;
-  LF_CHECK(!opt.out.empty(), "pretrain: no run folder (--out)");
-  const fs::path run(opt.out);
-  const fs::path args_path = run / "train_args.json";
-  if (resume) {
-    LF_CHECK(fs::exists(args_path), "pretrain --resume: ", args_path.string(),
-             " not found; is ", opt.out, " a pretraining run folder?");
-    json saved = read_json_file(args_path.string());
-    opt = PretrainOptions::from_json(saved);
-  }
-  try {
-    opt.validate();
-  } catch (const Error& e) {
-    fail("pretrain: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
-  }
+  const json saved = read_run_args("pretrain", "pretraining", opt_in.out, resume);
+  PretrainOptions opt = resume ? PretrainOptions::from_json(saved) : opt_in;
+  validate_run_options("pretrain", opt, resume, opt_in.out);
+  const fs::path run(opt_in.out);
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   NamedPaths inputs = {
       {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer}};
@@ -230,7 +219,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   TrainLoop loop(model, adam, lo);
   loop.start(resume);
   if (!resume) {
-    write_file_atomic(args_path.string(), opt.to_json().dump(2) + "\n");
+    write_file_atomic(run_args_path(opt_in.out), opt.to_json().dump(2) + "\n");
     cfg.save((run / "config.json").string());
   }
 

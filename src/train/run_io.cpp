@@ -22,6 +22,19 @@ void create_run_folder(const std::string& dir) {
   LF_CHECK(!ec, "cannot create run folder ", dir, ": ", ec.message());
 }
 
+std::string run_args_path(const std::string& run_dir) {
+  return (fs::path(run_dir) / "train_args.json").string();
+}
+
+json read_run_args(const char* cmd, const char* kind, const std::string& run_dir, bool resume) {
+  LF_CHECK(!run_dir.empty(), cmd, ": no run folder (--out)");
+  if (!resume) return json();
+  const std::string path = run_args_path(run_dir);
+  LF_CHECK(fs::exists(path), cmd, " --resume: ", path, " not found; is ", run_dir, " a ", kind,
+           " run folder?");
+  return read_json_file(path);
+}
+
 void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, AdamW& opt,
                      const json& state, int keep_last) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
