@@ -14,8 +14,8 @@
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
 #   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
-#   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS
-#   (added to every new pretraining run, e.g. "--bf16").
+#   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
+#   --projection-lr-scale), PRETRAIN_ARGS (added to every new pretraining run, e.g. "--bf16").
 set -euo pipefail
 stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
 LF=${2:-build/linformer}
