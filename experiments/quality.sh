@@ -13,8 +13,9 @@
 #     all       everything in order
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
-#   IMDB_TRAIN (training reviews, 10000), INIT (the Linformer init of the main runs, e.g.
-#   "--set projection_init=mean_pool"; PROJ_LR for its --projection-lr-scale).
+#   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
+#   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
+#   --projection-lr-scale), PRETRAIN_ARGS (added to every new pretraining run, e.g. "--bf16").
 set -euo pipefail
 stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
 LF=${2:-build/linformer}
@@ -24,6 +25,7 @@ TIME_LIMIT=${TIME_LIMIT:-0}
 TOKENS=${TOKENS:-15000000}
 INIT_TOKENS=${INIT_TOKENS:-3000000}
 IMDB_TRAIN=${IMDB_TRAIN:-10000}
+INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 PROJ_LR=${PROJ_LR:-1}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
@@ -44,7 +46,7 @@ pretrain() {
       --cache-dir "$OUT/cache" --out "$run" --seq-len "$n" --batch-size "$batch" \
       --steps "$steps" --lr 5e-4 --warmup-steps $((steps / 20)) --eval-every $((steps / 20)) \
       --eval-batches 40 --checkpoint-every 200 --log-every 50 --seed 1 \
-      --time-limit "$TIME_LIMIT" "$@" 2>&1 | tee "$OUT/pre/$name.log"
+      --time-limit "$TIME_LIMIT" ${PRETRAIN_ARGS:-} "$@" 2>&1 | tee "$OUT/pre/$name.log"
   fi
   if [[ -d "$run/model" ]]; then
     "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len "$n" --seed 1 \
@@ -100,9 +102,10 @@ stage_init() {
   for v in normal meanpool meanpool-lr0.01 meanpool-frozen fixed-meanpool; do
     local scale=1
     case $v in meanpool-lr0.01) scale=0.01 ;; meanpool-frozen) scale=0 ;; esac
-    [[ -d "$OUT/pre/init-$v/model" ]] && imdb "imdb-init-$v" "$OUT/pre/init-$v/model" 512 \
-      --projection-lr-scale "$scale" --seed 1
+    [[ -d "$OUT/pre/init-$v/model" ]] && IMDB_TRAIN=$INIT_IMDB_TRAIN imdb "imdb-init-$v" \
+      "$OUT/pre/init-$v/model" 512 --projection-lr-scale "$scale" --seed 1
   done
+  return 0
 }
 
 stage_pretrain() {

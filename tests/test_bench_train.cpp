@@ -63,7 +63,7 @@ size_t count(const std::string& s, char c) {
 
 TEST(BenchTrain, TinyConfigFiguresParseAndAreSane) {
   const std::string dir = test::temp_dir("bench");
-  const test::RunResult r = test::run_cli(dir, kArgs + " --out-dir '" + dir + "/out'");
+  const test::CliRun r = test::run_cli(dir, kArgs + " --out-dir '" + dir + "/out'");
   ASSERT_EQ(r.code, 0) << test::show(r);
   const json doc = json::parse(read_file(dir + "/out/bench_train.json"));
   const json& meta = doc.at("meta");
@@ -113,7 +113,7 @@ TEST(BenchTrain, TinyConfigFiguresParseAndAreSane) {
                              "| linformer | 32 | 8 | 2 |", "## Where the time goes"})
     EXPECT_NE(r.out.find(phrase), std::string::npos) << phrase << "\n" << r.out;
   EXPECT_EQ(read_file(dir + "/out/bench_train.md"), r.out);
-  const test::RunResult again =
+  const test::CliRun again =
       test::run_cli(dir, "bench --from-json '" + dir + "/out/bench_train.json'");
   ASSERT_EQ(again.code, 0) << test::show(again);
   EXPECT_EQ(again.out, r.out);
@@ -133,7 +133,7 @@ TEST(BenchTrain, TinyConfigFiguresParseAndAreSane) {
 
 TEST(BenchTrain, RefusesOptionsOfTheOtherMode) {
   const std::string dir = test::temp_dir("bench");
-  test::RunResult r = test::run_cli(dir, "bench --train --attention tiled --n 32 --k 8");
+  test::CliRun r = test::run_cli(dir, "bench --train --attention tiled --n 32 --k 8");
   EXPECT_NE(r.code, 0) << test::show(r);
   EXPECT_NE(r.err.find("inference variant"), std::string::npos) << test::show(r);
   r = test::run_cli(dir, "bench --train --quick");

@@ -1,5 +1,6 @@
-// Model folders (config.json + model.safetensors): round trips, Hugging Face RoBERTa-style
-// files, malformed and mismatching files, failed saves. See docs/checkpoint.md.
+// Model folders (config.json + model.safetensors): round trips, malformed and mismatching
+// files, failed saves. See docs/checkpoint.md. (Hugging Face RoBERTa-style files:
+// test_checkpoint_hf.cpp.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_util.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -28,112 +30,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs fn, which must throw lf::Error whose message contains every phrase.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> phrases,
-                  const std::string& what) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : phrases)
-      EXPECT_NE(msg.find(p), std::string::npos)
-          << what << ": message lacks \"" << p << "\"\n  message: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": threw a non-lf::Error exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << what << ": no exception";
-}
-
-// Random weights with every tensor (biases, LayerNorm) non-trivial.
-using test::randomise;
-
-std::vector<float> snapshot(Model& m) {
-  std::vector<float> v;
-  for (const ParamInfo& p : m.params())
-    v.insert(v.end(), m.param_data() + p.offset, m.param_data() + p.offset + p.numel);
-  return v;
-}
-
-bool same_bits(const float* a, const float* b, size_t n) {
-  return n == 0 || std::memcmp(a, b, n * sizeof(float)) == 0;
-}
-
-// Every parameter of a and b (same table) is bit-identical.
-void expect_params_equal(Model& a, Model& b, const std::string& what) {
-  ASSERT_EQ(a.params().size(), b.params().size()) << what;
-  for (size_t i = 0; i < a.params().size(); ++i) {
-    const ParamInfo& p = a.params()[i];
-    ASSERT_EQ(p.name, b.params()[i].name) << what;
-    ASSERT_EQ(p.shape, b.params()[i].shape) << what;
-    EXPECT_TRUE(
-        same_bits(a.param_data() + p.offset, b.param_data() + b.params()[i].offset, p.numel))
-        << what << ": " << p.name << " differs";
-  }
-}
-
-Config standard_config() {
-  Config c = test::tiny_config();
-  c.attention = AttentionKind::standard;
-  return c;
-}
-
-// The Linformer variants whose tensor sets differ.
-std::vector<Config> linformer_configs() {
-  std::vector<Config> v;
-  Config c = test::tiny_config();
-  c.sharing = Sharing::layerwise;
-  c.projection = Projection::linear;
-  v.push_back(c);
-  c.sharing = Sharing::none;
-  v.push_back(c);
-  c.projection = Projection::conv;
-  v.push_back(c);
-  c.sharing = Sharing::kv;
-  c.projection = Projection::linear;
-  c.k = {8, 2};
-  c.norm = NormPlacement::pre;
-  v.push_back(c);
-  c.sharing = Sharing::headwise;
-  c.projection = Projection::conv;
-  v.push_back(c);
-  c.k = {4};
-  c.projection = Projection::mean_pool;
-  v.push_back(c);
-  return v;
-}
-
-std::string describe(const Config& c) {
-  return std::string(to_string(c.attention)) + "/" + to_string(c.sharing) + "/" +
-         to_string(c.projection) + "/" + to_string(c.norm);
-}
-
-// Writes a checkpoint of m's parameters, with `edit` deciding per tensor: return false to
-// omit it, or modify the writer (and return false) to store something else under the name.
-void write_edited(Model& m, const std::string& path,
-                  const std::function<bool(const ParamInfo&, SafeTensorsWriter&)>& edit,
-                  bool with_metadata = true) {
-  SafeTensorsWriter w;
-  if (with_metadata) w.set_metadata("linformer_config", m.config().to_json());
-  for (const ParamInfo& p : m.params())
-    if (edit(p, w)) w.add_f32(p.name, p.shape, m.param_data() + p.offset);
-  w.write(path);
-}
-
-std::string read_bytes(const std::string& path) { return read_file(path); }
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(f.good()) << path;
-}
-
-std::string u64_le(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using namespace checkpoint_test;
+using test::u64_le;
+using test::write_text;
 
 // ---------------------------------------------------------------------------------------------
 // Round trips
@@ -231,213 +130,6 @@ TEST(Checkpoint, FolderWithoutConfigJsonUsesMetadataConfig) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hugging Face RoBERTa-style files (written by tests/reference/make_hf_roberta.py: Python +
-// numpy, independent of the engine's writer).
-
-// HF sizes matching test::tiny_config(): max_position_embeddings = max_len + 2.
-std::string make_hf_file(const std::string& dir, const std::string& dtype = "F32",
-                         bool bare = false) {
-  const Config c = test::tiny_config();
-  const std::string out = dir + "/hf_" + dtype + (bare ? "_bare" : "") + ".safetensors";
-  const std::string cmd = std::string("/usr/bin/python3 ") + LF_SOURCE_DIR +
-                          "/tests/reference/make_hf_roberta.py --out " + out + " --dtype " + dtype +
-                          " --vocab " + std::to_string(c.vocab_size) + " --max-pos " +
-                          std::to_string(c.max_len + 2) + " --hidden " + std::to_string(c.d_model) +
-                          " --ffn " + std::to_string(c.d_ff) + " --layers " +
-                          std::to_string(c.n_layers) + " --seed 4" + (bare ? " --bare" : "");
-  const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << cmd;
-  return out;
-}
-
-// The config docs/checkpoint.md prescribes for a RoBERTa checkpoint.
-Config hf_config(AttentionKind attention) {
-  Config c = test::tiny_config();
-  c.attention = attention;
-  c.position_offset = 2;
-  c.type_vocab_size = 1;
-  c.pad_id = 1;
-  c.cls_id = 0;
-  c.layer_norm_eps = 1e-5f;
-  return c;
-}
-
-const std::vector<std::string> kHfIgnored = {
-    "lm_head.decoder.bias", "lm_head.decoder.weight", "roberta.embeddings.position_ids",
-    "roberta.pooler.dense.bias", "roberta.pooler.dense.weight"};
-
-// Loads the HF file through a model folder (config.json + the file) and checks everything.
-void check_hf_load(const std::string& hf, const Config& cfg, const std::string& dir) {
-  const std::string what = describe(cfg);
-  fs::create_directories(dir);
-  fs::copy_file(hf, dir + "/model.safetensors", fs::copy_options::overwrite_existing);
-  cfg.save(dir + "/config.json");
-  LoadOptions opt;
-  opt.seed = 9;
-  LoadReport rep;
-  auto m = load_model(dir, opt, &rep);
-  EXPECT_EQ(m->config().to_json(), cfg.to_json()) << what;
-
-  SafeTensorsReader r(hf);
-  std::set<std::string> expect_init;
-  for (const ParamInfo& p : m->params()) {
-    const float* got = m->param_data() + p.offset;
-    if (r.has(p.name)) {
-      std::vector<int64_t> shape;
-      std::vector<float> want = r.read_f32(p.name, &shape);
-      EXPECT_EQ(shape, p.shape) << what << ": " << p.name;
-      EXPECT_TRUE(same_bits(got, want.data(), p.numel)) << what << ": " << p.name << " differs";
-    } else {
-      expect_init.insert(p.name);
-      const bool projection = p.name.find("_proj.weight") != std::string::npos &&
-                              p.name.find("out_proj") == std::string::npos;
-      EXPECT_TRUE(projection || p.name.rfind("classifier.", 0) == 0)
-          << what << ": unexpected absent tensor " << p.name;
-    }
-  }
-  // Freshly initialised exactly as init(seed) would, and listed in the report.
-  EXPECT_EQ(std::set<std::string>(rep.initialised.begin(), rep.initialised.end()), expect_init)
-      << what;
-  Model fresh(cfg);
-  fresh.init(opt.seed);
-  for (const std::string& n : expect_init) {
-    const ParamInfo* p = m->find(n);
-    ASSERT_NE(p, nullptr);
-    EXPECT_TRUE(same_bits(m->param(n), fresh.param(n), p->numel)) << what << ": " << n;
-  }
-  std::vector<std::string> ignored = rep.ignored;
-  std::sort(ignored.begin(), ignored.end());
-  EXPECT_EQ(ignored, kHfIgnored) << what;
-
-  // The loaded model runs.
-  const int64_t B = 2, N = 9;
-  std::vector<int32_t> ids(B * N);
-  std::vector<float> mask(B * N, 1.f);
-  for (int64_t i = 0; i < B * N; ++i) ids[i] = static_cast<int32_t>((7 * i + 3) % cfg.vocab_size);
-  for (int64_t t = 5; t < N; ++t) {
-    ids[N + t] = static_cast<int32_t>(cfg.pad_id);
-    mask[N + t] = 0.f;
-  }
-  m->forward(Batch{ids.data(), mask.data(), B, N}, false);
-  for (int64_t i = 0; i < B * N * cfg.d_model; ++i)
-    ASSERT_TRUE(std::isfinite(m->hidden()[i])) << what << ": hidden[" << i << "]";
-}
-
-TEST(CheckpointHf, RobertaFileLoadsAsStandardModel) {
-  const std::string dir = test::temp_dir("hf");
-  const std::string hf = make_hf_file(dir);
-  Config c = hf_config(AttentionKind::standard);
-  check_hf_load(hf, c, dir + "/standard");
-  // Exactly the classification head is new.
-  LoadReport rep;
-  load_model(dir + "/standard", {}, &rep);
-  std::vector<std::string> init = rep.initialised;
-  std::sort(init.begin(), init.end());
-  EXPECT_EQ(init,
-            (std::vector<std::string>{"classifier.dense.bias", "classifier.dense.weight",
-                                      "classifier.out_proj.bias", "classifier.out_proj.weight"}));
-}
-
-TEST(CheckpointHf, RobertaFileLoadsAsLinformerModel) {
-  const std::string dir = test::temp_dir("hf");
-  const std::string hf = make_hf_file(dir);
-  int i = 0;
-  for (const Config& c : linformer_configs()) {
-    Config h = hf_config(AttentionKind::linformer);
-    h.sharing = c.sharing;
-    h.projection = c.projection;
-    h.k = c.k;
-    check_hf_load(hf, h, dir + "/lin" + std::to_string(i++));
-  }
-  ASSERT_EQ(i, 6);
-  // Layerwise: one projection for the whole encoder, reported once.
-  Config h = hf_config(AttentionKind::linformer);
-  Model m(h);
-  const LoadReport rep = load_weights(m, hf);
-  EXPECT_EQ(
-      std::count(rep.initialised.begin(), rep.initialised.end(), "roberta.encoder.kv_proj.weight"),
-      1);
-  EXPECT_EQ(rep.initialised.size(), 5u);  // kv_proj + 4 classifier tensors
-}
-
-TEST(CheckpointHf, HalfPrecisionFilesLoadToTheSameValues) {
-  const std::string dir = test::temp_dir("hf");
-  const Config c = hf_config(AttentionKind::standard);
-  Model f32(c);
-  load_weights(f32, make_hf_file(dir, "F32"));
-  for (const std::string dt : {"F16", "BF16"}) {
-    const std::string path = make_hf_file(dir, dt);
-    SafeTensorsReader r(path);
-    EXPECT_EQ(r.info("roberta.embeddings.word_embeddings.weight").dtype,
-              dt == "F16" ? DType::F16 : DType::BF16);
-    Model m(c);
-    load_weights(m, path);
-    expect_params_equal(f32, m, dt);
-  }
-  // Written back as F32.
-  save_model(f32, dir + "/resaved");
-  SafeTensorsReader r(dir + "/resaved/model.safetensors");
-  for (const std::string& n : r.names()) EXPECT_EQ(r.info(n).dtype, DType::F32) << n;
-}
-
-TEST(CheckpointHf, BareRobertaModelFileLoadsWithoutPrefix) {
-  // Hugging Face's RobertaModel (no MLM head) names tensors without "roberta.".
-  const std::string dir = test::temp_dir("hf");
-  const std::string bare = make_hf_file(dir, "F32", /*bare=*/true);
-  const std::string full = make_hf_file(dir, "F32");
-  SafeTensorsReader r(bare);
-  ASSERT_TRUE(r.has("embeddings.word_embeddings.weight"));
-  ASSERT_FALSE(r.has("roberta.embeddings.word_embeddings.weight"));
-  for (AttentionKind kind : {AttentionKind::standard, AttentionKind::linformer}) {
-    const Config c = hf_config(kind);
-    Model from_bare(c), from_full(c);
-    const LoadReport rep = load_weights(from_bare, bare);
-    load_weights(from_full, full);
-    for (const ParamInfo& p : from_bare.params()) {
-      if (p.name.rfind("roberta.", 0) != 0 || p.name.find("kv_proj") != std::string::npos) continue;
-      EXPECT_TRUE(same_bits(from_bare.param(p.name), from_full.param(p.name), p.numel)) << p.name;
-    }
-    std::set<std::string> init(rep.initialised.begin(), rep.initialised.end());
-    EXPECT_TRUE(init.count("lm_head.dense.weight") && init.count("lm_head.bias") &&
-                init.count("classifier.out_proj.weight"));
-    EXPECT_EQ(init.count("roberta.encoder.kv_proj.weight"), kind == AttentionKind::linformer);
-    EXPECT_EQ(init.size(), 9u + (kind == AttentionKind::linformer));  // 5 lm_head + 4 classifier
-    EXPECT_EQ(rep.ignored, (std::vector<std::string>{"embeddings.position_ids", "pooler.dense.bias",
-                                                     "pooler.dense.weight"}));
-  }
-}
-
-TEST(CheckpointHf, InitMissingFalseRejectsFileWithoutProjections) {
-  const std::string dir = test::temp_dir("hf");
-  const std::string hf = make_hf_file(dir);
-  LoadOptions strict;
-  strict.init_missing = false;
-  {
-    Model m(hf_config(AttentionKind::linformer));  // layerwise linear
-    const std::vector<float> before = snapshot(m);
-    expect_error([&] { load_weights(m, hf, strict); },
-                 {hf, "missing", "roberta.encoder.kv_proj.weight", "classifier.dense.weight"},
-                 "strict linformer");
-    EXPECT_EQ(snapshot(m), before) << "a failed load changed the model";
-  }
-  {
-    Config c = hf_config(AttentionKind::linformer);
-    c.sharing = Sharing::none;
-    Model m(c);
-    expect_error([&] { load_weights(m, hf, strict); },
-                 {"missing", "roberta.encoder.layer.0.attention.self.key_proj.weight",
-                  "roberta.encoder.layer.0.attention.self.value_proj.weight"},
-                 "strict linformer none");
-  }
-  // A complete checkpoint loads strictly.
-  Model full(hf_config(AttentionKind::linformer));
-  randomise(full, 2);
-  save_model(full, dir + "/full");
-  auto back = load_model(dir + "/full", strict);
-  expect_params_equal(full, *back, "strict complete");
-}
-
-// ---------------------------------------------------------------------------------------------
 // Malformed and incompatible files
 
 class CheckpointErrors : public ::testing::Test {
@@ -448,7 +140,7 @@ class CheckpointErrors : public ::testing::Test {
     randomise(*good, 7);
     save_model(*good, dir);
     weights = dir + "/model.safetensors";
-    bytes = read_bytes(weights);
+    bytes = read_file(weights);
     target = std::make_unique<Model>(linformer_configs()[0]);
     randomise(*target, 8);
     before = snapshot(*target);
@@ -476,22 +168,22 @@ class CheckpointErrors : public ::testing::Test {
 };
 
 TEST_F(CheckpointErrors, TruncatedFile) {
-  write_bytes(weights, bytes.substr(0, 5));
+  write_text(weights, bytes.substr(0, 5));
   expect_load_error({weights, "too short"}, "5 bytes");
-  write_bytes(weights, "");
+  write_text(weights, "");
   expect_load_error({weights, "too short"}, "empty");
   // Cut inside the data: the last tensors' byte ranges now lie beyond the data.
-  write_bytes(weights, bytes.substr(0, bytes.size() - 100));
+  write_text(weights, bytes.substr(0, bytes.size() - 100));
   expect_load_error({weights, "beyond the data buffer"}, "cut data");
   // Cut inside the header.
-  write_bytes(weights, bytes.substr(0, 8 + header_len() / 2));
+  write_text(weights, bytes.substr(0, 8 + header_len() / 2));
   expect_load_error({weights, "exceeds the file size"}, "cut header");
 }
 
 TEST_F(CheckpointErrors, HeaderLengthBeyondFile) {
-  write_bytes(weights, u64_le(bytes.size()) + bytes.substr(8));
+  write_text(weights, u64_le(bytes.size()) + bytes.substr(8));
   expect_load_error({weights, "header length", "exceeds the file size"}, "length = file size");
-  write_bytes(weights, u64_le(~0ull) + bytes.substr(8));
+  write_text(weights, u64_le(~0ull) + bytes.substr(8));
   expect_load_error({weights, "header length"}, "length 2^64-1");
 }
 
@@ -499,9 +191,9 @@ TEST_F(CheckpointErrors, GarbageJsonHeader) {
   std::string bad = bytes;
   const std::string junk = "{\"roberta\": [1, 2,,";
   std::memcpy(&bad[8], junk.data(), junk.size());
-  write_bytes(weights, bad);
+  write_text(weights, bad);
   expect_load_error({weights, "not valid JSON"}, "garbage header");
-  write_bytes(weights, u64_le(8) + "[1,2,3] " + bytes.substr(8 + header_len()));
+  write_text(weights, u64_le(8) + "[1,2,3] " + bytes.substr(8 + header_len()));
   expect_load_error({weights, "not a JSON object"}, "array header");
 }
 
@@ -509,13 +201,13 @@ TEST_F(CheckpointErrors, OffsetsOutOfRange) {
   const std::string header =
       "{\"roberta.embeddings.word_embeddings.weight\":{\"dtype\":\"F32\",\"shape\":[37,16],"
       "\"data_offsets\":[0,2368]}}";
-  write_bytes(weights, u64_le(header.size()) + header + std::string(64, '\0'));
+  write_text(weights, u64_le(header.size()) + header + std::string(64, '\0'));
   expect_load_error({weights, "roberta.embeddings.word_embeddings.weight", "data_offsets",
                      "beyond the data buffer"},
                     "offsets out of range");
   const std::string reversed =
       "{\"lm_head.bias\":{\"dtype\":\"F32\",\"shape\":[37],\"data_offsets\":[148,0]}}";
-  write_bytes(weights, u64_le(reversed.size()) + reversed + std::string(148, '\0'));
+  write_text(weights, u64_le(reversed.size()) + reversed + std::string(148, '\0'));
   expect_load_error({weights, "lm_head.bias", "data_offsets"}, "reversed offsets");
 }
 
@@ -579,7 +271,7 @@ TEST_F(CheckpointErrors, ConfigJsonMismatchingWeights) {
   load_model(dir, {}, &rep);
   EXPECT_EQ(rep.ignored, std::vector<std::string>{"roberta.encoder.kv_proj.weight"});
   // A config.json that is not valid: the path and the field.
-  write_bytes(dir + "/config.json", "{\"d_model\": \"big\"}");
+  write_text(dir + "/config.json", "{\"d_model\": \"big\"}");
   expect_error([&] { load_model(dir); }, {dir + "/config.json", "d_model", "integer"},
                "bad config.json");
 }
@@ -603,11 +295,11 @@ TEST_F(CheckpointErrors, MissingFolderOrWeights) {
 
 TEST(CheckpointSave, TargetIsAFile) {
   const std::string dir = test::temp_dir("m");
-  write_bytes(dir + "/file", "not a folder");
+  write_text(dir + "/file", "not a folder");
   Model m(standard_config());
   randomise(m, 1);
   expect_error([&] { save_model(m, dir + "/file"); }, {dir + "/file"}, "folder is a file");
-  EXPECT_EQ(read_bytes(dir + "/file"), "not a folder");
+  EXPECT_EQ(read_file(dir + "/file"), "not a folder");
   expect_error([&] { save_model(m, dir + "/file/sub"); }, {dir + "/file/sub"}, "parent is a file");
 }
 
@@ -616,8 +308,8 @@ TEST(CheckpointSave, FailedWeightsWriteKeepsPreviousCheckpoint) {
   Model old_model(standard_config());
   randomise(old_model, 1);
   save_model(old_model, dir);
-  const std::string old_weights = read_bytes(dir + "/model.safetensors");
-  const std::string old_config = read_bytes(dir + "/config.json");
+  const std::string old_weights = read_file(dir + "/model.safetensors");
+  const std::string old_config = read_file(dir + "/config.json");
 
   // A folder where the temporary file must go makes the write fail.
   const std::string tmp = dir + "/model.safetensors.tmp." + std::to_string(::getpid());
@@ -627,8 +319,8 @@ TEST(CheckpointSave, FailedWeightsWriteKeepsPreviousCheckpoint) {
   expect_error([&] { save_model(new_model, dir); }, {dir + "/model.safetensors"},
                "blocked weights");
   fs::remove(tmp);
-  EXPECT_EQ(read_bytes(dir + "/model.safetensors"), old_weights);
-  EXPECT_EQ(read_bytes(dir + "/config.json"), old_config);
+  EXPECT_EQ(read_file(dir + "/model.safetensors"), old_weights);
+  EXPECT_EQ(read_file(dir + "/config.json"), old_config);
   auto back = load_model(dir);
   EXPECT_EQ(back->config().to_json(), old_model.config().to_json());
   expect_params_equal(old_model, *back, "after failed save");

@@ -1,11 +1,7 @@
 // Text classification: readers for every format (header variants, CRLF, bad rows, the aclImdb
-// folder), label maps, pair encoding and truncation, batching, metrics, a finetuning run on a
-// tiny separable data set, exact resume, batch-independent predictions, and the CLI commands
-// finetune / evaluate / predict / embed. Every fixture is created by the tests.
+// folder), label maps, pair encoding and truncation, batching and metrics. Every fixture is
+// created by the tests. (Predictions, finetuning runs and the CLI: test_classify_train.cpp.)
 #include <gtest/gtest.h>
-#include <omp.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,10 +18,7 @@
 #include "linformer/classify_data.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
-#include "linformer/finetune.h"
-#include "linformer/model.h"
 #include "linformer/rng.h"
-#include "linformer/safetensors.h"
 #include "test_util.h"
 
 namespace lf {
@@ -36,6 +29,14 @@ using json = nlohmann::json;
 
 using test::error_of;
 using test::write_text;
+
+// Each example as "a|b|label|id": a read compared as a whole.
+std::vector<std::string> rows(const ClassifyData& d) {
+  std::vector<std::string> v;
+  for (const ClassifyExample& e : d.examples) v.push_back(e.a + "|" + e.b + "|" + e.label + "|" + e.id);
+  return v;
+}
+using Rows = std::vector<std::string>;
 
 ReadOptions skip_opts() {
   ReadOptions o;
@@ -56,11 +57,8 @@ TEST(ClassifyRead, Sst2EitherColumnOrderAndCrlf) {
     EXPECT_EQ(d.format, "sst2") << f;
     EXPECT_TRUE(d.labelled);
     EXPECT_FALSE(d.pairs);
+    EXPECT_EQ(rows(d), (Rows{"it is great||positive|", "a dull mess||negative|"})) << f;  // no CR
     ASSERT_EQ(d.examples.size(), 2u) << f;
-    EXPECT_EQ(d.examples[0].a, "it is great");  // no trailing CR
-    EXPECT_EQ(d.examples[0].label, "positive");
-    EXPECT_EQ(d.examples[1].a, "a dull mess");
-    EXPECT_EQ(d.examples[1].label, "negative");
     EXPECT_EQ(d.examples[1].line, 3);
     EXPECT_EQ(d.where(d.examples[1]), dir + f + ":3");
   }
@@ -78,11 +76,8 @@ TEST(ClassifyRead, QnliPairsLabelsAndIds) {
   const ClassifyData d = read_classify_data(dir + "/dev.tsv");
   EXPECT_EQ(d.format, "qnli");
   EXPECT_TRUE(d.pairs);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].a, "What is it?");
-  EXPECT_EQ(d.examples[0].b, "It is a cat.");
-  EXPECT_EQ(d.examples[1].label, "not_entailment");
-  EXPECT_EQ(d.examples[1].id, "1");
+  EXPECT_EQ(rows(d), (Rows{"What is it?|It is a cat.|entailment|0",
+                           "Who came?|Nobody knows where.|not_entailment|1"}));
   const LabelMap m = build_label_map(d);
   EXPECT_EQ(m.names, (std::vector<std::string>{"entailment", "not_entailment"}));
   EXPECT_EQ(m.positive, 1);
@@ -90,9 +85,7 @@ TEST(ClassifyRead, QnliPairsLabelsAndIds) {
   write_text(dir + "/shuffled.tsv", "label\tsentence\tindex\tquestion\nentailment\tB.\t7\tA?\n");
   const ClassifyData s = read_classify_data(dir + "/shuffled.tsv");
   EXPECT_EQ(s.format, "qnli");
-  EXPECT_EQ(s.examples[0].a, "A?");
-  EXPECT_EQ(s.examples[0].b, "B.");
-  EXPECT_EQ(s.examples[0].id, "7");
+  EXPECT_EQ(rows(s), (Rows{"A?|B.|entailment|7"}));
 }
 
 TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
@@ -104,16 +97,14 @@ TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
   const ClassifyData d = read_classify_data(dir + "/train.tsv");
   EXPECT_EQ(d.format, "qqp");
   EXPECT_TRUE(d.pairs);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].label, "duplicate");
-  EXPECT_EQ(d.examples[1].label, "not_duplicate");
-  EXPECT_EQ(d.examples[0].id, "5");
+  EXPECT_EQ(rows(d), (Rows{"How do I cook rice?|How to cook rice?|duplicate|5",
+                           "What is AI?|Where is Rome?|not_duplicate|6"}));
   EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"not_duplicate", "duplicate"}));
   write_text(dir + "/test.tsv", "id\tquestion1\tquestion2\n9\tA?\tB?\n");
   const ClassifyData t = read_classify_data(dir + "/test.tsv");
   EXPECT_EQ(t.format, "qqp");
   EXPECT_FALSE(t.labelled);
-  EXPECT_EQ(t.examples[0].label, "");
+  EXPECT_EQ(rows(t), (Rows{"A?|B?||9"}));
   ReadOptions need;
   need.require_labels = true;
   EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/test.tsv", need), "no label column");
@@ -128,9 +119,7 @@ TEST(ClassifyRead, GenericTsvSelectsColumnsByName) {
              "1\t9\tpos/1_9\tLoved it\n");
   const ClassifyData d = read_classify_data(dir + "/imdb.tsv");
   EXPECT_EQ(d.format, "tsv");
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[0].a, "Bad film.  Really bad.");
-  EXPECT_EQ(d.examples[0].label, "0");
+  EXPECT_EQ(rows(d), (Rows{"Bad film.  Really bad.||0|", "Loved it||1|"}));
   // Integer labels are ordered numerically, other labels as strings.
   write_text(dir + "/ints.tsv", "text\tlabel\na\t10\nb\t2\nc\t1\n");
   EXPECT_EQ(build_label_map(read_classify_data(dir + "/ints.tsv")).names,
@@ -157,9 +146,7 @@ TEST(ClassifyRead, UnlabelledSst2TestFile) {
   const ClassifyData d = read_classify_data(dir + "/test.tsv");
   EXPECT_EQ(d.format, "sst2");
   EXPECT_FALSE(d.labelled);
-  ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[1].id, "1");
-  EXPECT_EQ(d.examples[1].a, "second one");
+  EXPECT_EQ(rows(d), (Rows{"first one|||0", "second one|||1"}));
 }
 
 // Wrong column count, unknown label, invalid UTF-8 and empty text: stop names file:line,
@@ -182,8 +169,8 @@ TEST(ClassifyRead, BadRowsStopWithFileLineOrSkipWithCount) {
 
   const ClassifyData d = read_classify_data(f, skip_opts());
   EXPECT_EQ(d.bad_rows, 4);
+  EXPECT_EQ(rows(d), (Rows{"good row||positive|", "another good row||negative|"}));
   ASSERT_EQ(d.examples.size(), 2u);
-  EXPECT_EQ(d.examples[1].a, "another good row");
   EXPECT_EQ(d.examples[1].line, 7);
   ASSERT_EQ(d.bad_messages.size(), 4u);
   EXPECT_NE(d.bad_messages[0].find(f + ":3: expected 2"), std::string::npos) << d.bad_messages[0];
@@ -220,22 +207,17 @@ TEST(ClassifyRead, AclImdbFolderLayout) {
   EXPECT_EQ(d.format, "aclimdb");
   EXPECT_TRUE(d.labelled);
   EXPECT_EQ(d.bad_rows, 1);
-  ASSERT_EQ(d.examples.size(), 3u);
-  EXPECT_EQ(d.examples[0].a, "Terrible.");
-  EXPECT_EQ(d.examples[0].label, "negative");
   // pos files in numeric id order: 2_8 before 10_9.
-  EXPECT_EQ(d.examples[1].a, "Great acting.");
-  EXPECT_EQ(d.examples[2].a, "A wonderful film. Loved it.");
-  EXPECT_EQ(d.examples[2].label, "positive");
-  EXPECT_EQ(d.examples[2].id, "10_9");
+  EXPECT_EQ(rows(d), (Rows{"Terrible.||negative|0_1", "Great acting.||positive|2_8",
+                           "A wonderful film. Loved it.||positive|10_9"}));
+  ASSERT_EQ(d.examples.size(), 3u);
   EXPECT_NE(d.where(d.examples[2]).find("10_9.txt"), std::string::npos);
 
   // The root selects the split given in the options.
   ReadOptions test_split = skip_opts();
   test_split.split = "test";
   const ClassifyData t = read_classify_data(root, test_split);
-  ASSERT_EQ(t.examples.size(), 2u);
-  EXPECT_EQ(t.examples[0].a, "Meh.");
+  EXPECT_EQ(rows(t), (Rows{"Meh.||negative|0_4", "Fine.||positive|0_10"}));
   EXPECT_EQ(read_classify_data(root, skip_opts()).examples.size(), 3u);  // default: train
   // aclImdb labels map onto a sentiment model's classes.
   EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"negative", "positive"}));
@@ -466,336 +448,6 @@ TEST(ClassifyMetrics, AccuracyF1AndConfusionByHand) {
   const json j = m3.to_json(l);
   EXPECT_EQ(j["f1_kind"], "macro");
   EXPECT_EQ(j["confusion"][2][1], 1);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Batch-independent predictions
-// ---------------------------------------------------------------------------------------------
-
-std::vector<int32_t> random_seq(int64_t len, int64_t vocab, uint64_t seed) {
-  std::vector<int32_t> s(len);
-  s[0] = Tokenizer::kCls;
-  for (int64_t t = 1; t + 1 < len; ++t)
-    s[t] = static_cast<int32_t>(Tokenizer::kNumSpecial + rng_bits(seed, 5, t) % (vocab - Tokenizer::kNumSpecial));
-  s[len - 1] = Tokenizer::kSep;
-  return s;
-}
-
-class ClassifyPredict : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(ClassifyPredict, ProbabilitiesDoNotDependOnBatchOrPadding) {
-  Config c = test::tiny_config();
-  c.max_len = 32;
-  c.k = {8};
-  const std::string kind = GetParam();
-  if (kind == "standard") c.attention = AttentionKind::standard;
-  if (kind == "linformer-none") c.sharing = Sharing::none;
-  if (kind == "linformer-mean") c.projection = Projection::mean_pool;
-  c.validate();
-  Model model(c);
-  model.init(5);
-  const std::vector<int32_t> text = random_seq(6, c.vocab_size, 1);
-  const std::vector<float> alone = predict_probs(model, {text}, 8);
-  // In a batch with longer texts (padded to 32), in either order and batch size.
-  std::vector<std::vector<int32_t>> batch = {random_seq(32, c.vocab_size, 2), text,
-                                             random_seq(19, c.vocab_size, 3)};
-  for (bool sort : {false, true})
-    for (int64_t bs : {1, 2, 3}) {
-      const std::vector<float> p = predict_probs(model, batch, bs, sort);
-      for (int64_t k = 0; k < c.num_classes; ++k)
-        EXPECT_NEAR(p[1 * c.num_classes + k], alone[k], 1e-5)
-            << kind << " batch size " << bs << " sort " << sort;
-    }
-  double sum = 0;
-  for (float v : alone) sum += v;
-  EXPECT_NEAR(sum, 1.0, 1e-6);
-  // Embeddings likewise.
-  std::vector<float> cls1, mean1, cls3, mean3;
-  embed_sequences(model, {text}, 4, &cls1, &mean1);
-  embed_sequences(model, batch, 3, &cls3, &mean3);
-  const int64_t D = c.d_model;
-  for (int64_t j = 0; j < D; ++j) {
-    EXPECT_NEAR(cls3[D + j], cls1[j], 1e-5);
-    EXPECT_NEAR(mean3[D + j], mean1[j], 1e-5);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Attention, ClassifyPredict,
-                         ::testing::Values("standard", "linformer", "linformer-none",
-                                           "linformer-mean"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string n = i.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
-
-// ---------------------------------------------------------------------------------------------
-// Finetuning on a tiny separable data set
-// ---------------------------------------------------------------------------------------------
-
-// Sentences of filler words with exactly one of "good" / "bad": the label.
-std::string separable_tsv(int n, uint64_t seed, bool crlf) {
-  static const std::vector<std::string> filler = {"the", "movie", "was", "very", "and", "plot",
-                                                  "it", "acting", "film", "really"};
-  std::string s = std::string("label\tsentence") + (crlf ? "\r\n" : "\n");
-  for (int i = 0; i < n; ++i) {
-    const int y = static_cast<int>(rng_bits(seed, 1, i) % 2);
-    const int len = 2 + static_cast<int>(rng_bits(seed, 2, i) % 6);
-    const int at = static_cast<int>(rng_bits(seed, 3, i) % (len + 1));
-    std::string text;
-    for (int w = 0; w <= len; ++w) {
-      const std::string word = w == at ? (y ? "good" : "bad")
-                                       : filler[rng_bits(seed, 4, i * 16 + w) % filler.size()];
-      text += (text.empty() ? "" : " ") + word;
-    }
-    s += std::to_string(y) + "\t" + text + (crlf ? "\r\n" : "\n");
-  }
-  return s;
-}
-
-FinetuneOptions tiny_run(const std::string& dir, const std::string& out) {
-  FinetuneOptions o;
-  o.train = dir + "/train.tsv";
-  o.dev = dir + "/dev.tsv";
-  o.out = out;
-  o.sets = {"d_model=32", "n_heads=2", "d_ff=64", "n_layers=2", "max_len=32", "k=8",
-            "sharing=kv", "dropout=0", "attention_dropout=0"};
-  o.vocab_size = 40;
-  o.batch_size = 16;
-  o.epochs = 12;
-  o.optim.lr = 3e-3f;
-  o.seed = 3;
-  o.quiet = true;
-  return o;
-}
-
-class ClassifyTrain : public ::testing::Test {
- protected:
-  static std::string dir_;
-  static FinetuneResult result_;
-  static int threads_;
-  // One thread: a model this small gains nothing from more, and runs stay bit-identical
-  // (the resume test compares weights exactly) and fast on a loaded machine.
-  static void TearDownTestSuite() {
-    omp_set_num_threads(threads_);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  static void SetUpTestSuite() {
-    namespace fs = std::filesystem;
-    threads_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-    // One folder per process: ctest runs the tests of this suite in parallel processes.
-    dir_ = (fs::temp_directory_path() / ("lf_test_ClassifyTrain_" + std::to_string(getpid()))).string();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    write_text(dir_ + "/train.tsv", separable_tsv(320, 11, true));
-    write_text(dir_ + "/dev.tsv", separable_tsv(64, 12, false));
-    result_ = finetune(tiny_run(dir_, dir_ + "/run"), false);
-  }
-};
-std::string ClassifyTrain::dir_;
-int ClassifyTrain::threads_ = 1;
-FinetuneResult ClassifyTrain::result_;
-
-TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
-  EXPECT_EQ(result_.best_metric, 1.0) << "best dev accuracy " << result_.best_metric;
-  EXPECT_EQ(result_.steps_done, result_.total_steps);
-  EXPECT_EQ(result_.total_steps, 20 * 12);
-  for (const char* f : {"best/config.json", "best/model.safetensors", "best/tokenizer.model",
-                        "best/labels.json", "best/eval.json", "model/model.safetensors",
-                        "labels.json", "train_args.json", "metrics.jsonl", "loss.svg",
-                        "checkpoints/latest"})
-    EXPECT_TRUE(fs::exists(dir_ + "/run/" + f)) << f;
-  // The saved best model reproduces its dev accuracy and names its labels.
-  ClassifierBundle cb = load_classifier(dir_ + "/run/best", true);
-  EXPECT_EQ(cb.labels.names, (std::vector<std::string>{"negative", "positive"}));
-  EXPECT_EQ(cb.task.max_len, 32);
-  EXPECT_EQ(cb.model->config().num_classes, 2);
-  ClassifyData dev = read_classify_data(dir_ + "/dev.tsv");
-  const std::vector<int32_t> gold = assign_labels(dev, cb.labels, BadRows::stop);
-  const auto seqs =
-      encode_all(*cb.tokenizer, dev, cb.task.max_len, cb.task.truncate, cb.task.lowercase);
-  const ClassifyMetrics m =
-      compute_metrics(predict_probs(*cb.model, seqs, 7), gold, 2, cb.labels.positive);
-  EXPECT_EQ(m.accuracy, 1.0);
-  // --lowercase: ASCII letters are lowercased before tokenizing.
-  EXPECT_EQ(encode_example(*cb.tokenizer, "The GOOD Film", "", false, 32, Truncate::head, true),
-            encode_example(*cb.tokenizer, "the good film", "", false, 32, Truncate::head));
-  EXPECT_NE(encode_example(*cb.tokenizer, "The GOOD Film", "", false, 32, Truncate::head),
-            encode_example(*cb.tokenizer, "the good film", "", false, 32, Truncate::head));
-  // The metrics log has train and dev records for every epoch.
-  int dev_records = 0;
-  std::ifstream in(dir_ + "/run/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) dev_records += json::parse(line)["split"] == "dev";
-  EXPECT_EQ(dev_records, 12);
-}
-
-TEST_F(ClassifyTrain, ResumeAfterStopIsExact) {
-  // Same run, stopped after 30 steps, then resumed: the final weights are identical.
-  FinetuneOptions o = tiny_run(dir_, dir_ + "/resumed");
-  o.stop_after = 30;
-  const FinetuneResult first = finetune(o, false);
-  EXPECT_EQ(first.steps_done, 30);
-  EXPECT_FALSE(fs::exists(dir_ + "/resumed/model"));
-  FinetuneOptions r;
-  r.out = dir_ + "/resumed";
-  r.quiet = true;
-  const FinetuneResult second = finetune(r, true);
-  EXPECT_EQ(second.steps_done, second.total_steps);
-  SafeTensorsReader a(dir_ + "/run/model/model.safetensors");
-  SafeTensorsReader b(dir_ + "/resumed/model/model.safetensors");
-  for (const std::string& name : a.names()) {
-    const std::vector<float> x = a.read_f32(name), y = b.read_f32(name);
-    ASSERT_EQ(x.size(), y.size()) << name;
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << name << "[" << i << "]";
-  }
-  EXPECT_EQ(second.best_metric, result_.best_metric);
-  // The progress window in flight at the stop (steps 21-30; lines at 20 and 40) is saved in
-  // the checkpoint: every train line, the first after the resume too, equals the
-  // uninterrupted run's.
-  auto train_lines = [](const std::string& path) {
-    std::vector<std::vector<double>> v;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const json r = json::parse(line);
-      if (r["split"] == "train")
-        v.push_back({r["step"].get<double>(), r["loss"].get<double>(), r["accuracy"].get<double>()});
-    }
-    return v;
-  };
-  const auto uninterrupted = train_lines(dir_ + "/run/metrics.jsonl");
-  EXPECT_EQ(train_lines(dir_ + "/resumed/metrics.jsonl"), uninterrupted);
-  EXPECT_GT(uninterrupted.size(), 3u);
-}
-
-TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {
-  // The finetuned folder serves as a "pretrained" model for a 3-class task.
-  write_text(dir_ + "/three.tsv", "text\tlabel\ngood film\ta\nbad film\tb\nthe plot\tc\n"
-                                  "good plot\ta\nbad plot\tb\nthe film\tc\n");
-  FinetuneOptions o;
-  o.train = dir_ + "/three.tsv";
-  o.out = dir_ + "/three";
-  o.init_from = dir_ + "/run/best";
-  o.epochs = 1;
-  o.batch_size = 4;
-  o.quiet = true;
-  const FinetuneResult r = finetune(o, false);
-  EXPECT_EQ(r.best_metric, -1);  // no dev set
-  ClassifierBundle cb = load_classifier(dir_ + "/three/best", true);
-  EXPECT_EQ(cb.model->config().num_classes, 3);
-  EXPECT_EQ(cb.labels.names, (std::vector<std::string>{"a", "b", "c"}));
-  // The encoder came from the pretrained folder (before one epoch changed it a little).
-  ClassifierBundle src = load_classifier(dir_ + "/run/best", true);
-  const float* w0 = src.model->param("roberta.embeddings.word_embeddings.weight");
-  const float* w1 = cb.model->param("roberta.embeddings.word_embeddings.weight");
-  const size_t n = src.model->find("roberta.embeddings.word_embeddings.weight")->numel;
-  EXPECT_LT(test::rel_error(w1, w0, n), 0.2);
-  // --max-len beyond the model's max_len is refused.
-  o.out = dir_ + "/toolong";
-  o.max_len = 64;
-  EXPECT_ERROR_MENTIONS(finetune(o, false), "exceeds the model's max_len");
-}
-
-// ---------------------------------------------------------------------------------------------
-// The command line: evaluate, predict, embed on the trained model
-// ---------------------------------------------------------------------------------------------
-
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& dir, const std::string& args, const std::string& stdin_text = "") {
-  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  std::string cmd = "'" + bin + "' " + args + " > '" + dir + "/out.txt' 2> '" + dir + "/err.txt'";
-  if (!stdin_text.empty()) {
-    write_text(dir + "/stdin.txt", stdin_text);
-    cmd += " < '" + dir + "/stdin.txt'";
-  }
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = read_file(dir + "/out.txt");
-  r.err = read_file(dir + "/err.txt");
-  return r;
-}
-
-TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
-  const std::string dir = test::temp_dir("cli");
-  const std::string model = dir_ + "/run/best";
-  CliRun r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv");
-  ASSERT_EQ(r.code, 0) << r.err;
-  json j = json::parse(r.out);
-  EXPECT_EQ(j["accuracy"], 1.0);
-  EXPECT_EQ(j["f1"], 1.0);
-  EXPECT_EQ(j["count"], 64);
-  EXPECT_EQ(j["confusion"].size(), 2u);
-  EXPECT_NE(r.err.find("true\\pred"), std::string::npos) << r.err;
-  r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --json " + dir +
-                       "/eval.json --quiet");
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(json::parse(read_file(dir + "/eval.json"))["accuracy"], 1.0);
-  // bf16 inference classifies the separable set as well, and says so in the report.
-  r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --bf16 --quiet");
-  ASSERT_EQ(r.code, 0) << r.err;
-  j = json::parse(r.out);
-  EXPECT_EQ(j["accuracy"], 1.0);
-  EXPECT_EQ(j["compute"], "bf16");
-
-  // predict from stdin (plain lines) keeps the input order.
-  r = run_cli(dir, "predict --model " + model + " --batch-size 2",
-              "the movie was good\nbad plot and acting really\nit was very good film\n");
-  ASSERT_EQ(r.code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::vector<std::string> labels;
-  std::string line;
-  while (std::getline(lines, line)) {
-    const json p = json::parse(line);
-    labels.push_back(p["label"]);
-    EXPECT_NEAR(p["probs"]["negative"].get<double>() + p["probs"]["positive"].get<double>(), 1.0, 1e-5);
-  }
-  EXPECT_EQ(labels, (std::vector<std::string>{"positive", "negative", "positive"}));
-  // predict from a TSV file with an id column.
-  write_text(dir + "/test.tsv", "index\tsentence\n17\tbad film\n18\tgood film\n");
-  r = run_cli(dir, "predict --model " + model + " --input " + dir + "/test.tsv");
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("{\"id\":\"17\",\"label\":\"negative\""), std::string::npos) << r.out;
-
-  // embed: JSON lines and safetensors.
-  r = run_cli(dir, "embed --model " + model + " --pool both", "good film\nbad film\n");
-  ASSERT_EQ(r.code, 0) << r.err;
-  const json e = json::parse(r.out.substr(0, r.out.find('\n')));
-  EXPECT_EQ(e["cls"].size(), 32u);
-  EXPECT_EQ(e["mean"].size(), 32u);
-  r = run_cli(dir, "embed --model " + model + " --input " + dir + "/test.tsv --out " + dir +
-                       "/e.safetensors --pool mean");
-  ASSERT_EQ(r.code, 0) << r.err;
-  SafeTensorsReader st(dir + "/e.safetensors");
-  std::vector<int64_t> shape;
-  st.read_f32("mean", &shape);
-  EXPECT_EQ(shape, (std::vector<int64_t>{2, 32}));
-  EXPECT_FALSE(st.has("cls"));
-
-  // Errors name the problem.
-  write_text(dir + "/bad.tsv", "label\tsentence\n1\tgood\n5\tbad\n");
-  r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find(dir + "/bad.tsv:3"), std::string::npos) << r.err;
-  r = run_cli(dir, "evaluate --model " + model + " --data " + dir + "/bad.tsv --bad-rows skip");
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("skipped 1 bad row"), std::string::npos) << r.err;
-  r = run_cli(dir, "predict --model " + dir_ + "/nope");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
-  r = run_cli(dir, "finetune --help");
-  EXPECT_EQ(r.code, 0);
-  for (const char* w : {"--init-from", "--train", "--dev", "--bad-rows", "--truncate", "--max-len",
-                        "--epochs", "--resume", "head+tail"})
-    EXPECT_NE(r.out.find(w), std::string::npos) << w;
 }
 
 }  // namespace

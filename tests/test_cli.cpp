@@ -23,16 +23,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using test::RunResult;
+using test::CliRun;
 using test::run_cli;
 using test::show;
 
-void expect_ok(const RunResult& r, const std::string& what) {
+void expect_ok(const CliRun& r, const std::string& what) {
   EXPECT_EQ(r.code, 0) << what << "\n" << show(r);
 }
 
 // Fails (not by a signal) with every phrase in stderr.
-void expect_fail(const RunResult& r, std::initializer_list<std::string> phrases,
+void expect_fail(const CliRun& r, std::initializer_list<std::string> phrases,
                  const std::string& what) {
   EXPECT_FALSE(r.crashed) << what << ": crashed\n" << show(r);
   EXPECT_NE(r.code, 0) << what << "\n" << show(r);
@@ -88,7 +88,7 @@ void write_inputs(const Inputs& in, const std::string& path, bool int32) {
 std::string init_model(const std::string& dir, const Config& cfg, const std::string& name,
                        uint64_t seed) {
   cfg.save(dir + "/" + name + ".json");
-  const RunResult r = run_cli(dir, "init --config " + dir + "/" + name + ".json --seed " +
+  const CliRun r = run_cli(dir, "init --config " + dir + "/" + name + ".json --seed " +
                                        std::to_string(seed) + " --out " + dir + "/" + name);
   EXPECT_EQ(r.code, 0) << show(r);
   return dir + "/" + name;
@@ -98,7 +98,7 @@ std::string init_model(const std::string& dir, const Config& cfg, const std::str
 
 TEST(Cli, HelpOfAppAndEachCommand) {
   const std::string dir = test::temp_dir("help");
-  RunResult r = run_cli(dir, "--help");
+  CliRun r = run_cli(dir, "--help");
   expect_ok(r, "--help");
   expect_mentions(r.out, {"init", "forward", "info", "--help"}, "linformer --help");
 
@@ -164,7 +164,7 @@ void check_forward_matches(const std::string& dir, const Config& cfg, const std:
     const std::string input = dir + "/" + name + (int32 ? "_in32" : "_in64") + ".safetensors";
     const std::string output = dir + "/" + name + (int32 ? "_out32" : "_out64") + ".safetensors";
     write_inputs(in, input, int32);
-    const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + input +
+    const CliRun r = run_cli(dir, "forward --model " + model_dir + " --input " + input +
                                          " --out " + output + " --classify");
     expect_ok(r, what);
     ASSERT_TRUE(fs::exists(output)) << what;
@@ -189,7 +189,7 @@ void check_forward_matches(const std::string& dir, const Config& cfg, const std:
   SafeTensorsWriter w;
   w.add_i64("input_ids", {in.B, in.N}, in.ids.data());
   w.write(dir + "/" + name + "_nomask.safetensors");
-  const RunResult r = run_cli(dir, "forward --model " + model_dir + " --input " + dir + "/" + name +
+  const CliRun r = run_cli(dir, "forward --model " + model_dir + " --input " + dir + "/" + name +
                                        "_nomask.safetensors --out " + dir + "/" + name +
                                        "_nomask_out.safetensors --no-logits");
   expect_ok(r, name + " without mask");
@@ -233,7 +233,7 @@ TEST(Cli, ForwardAcceptsFloatMaskAndRandomBatch) {
       SafeTensorsReader(dir + "/out_i.safetensors").read_f32("hidden_states");
   EXPECT_EQ(a, b);
 
-  const RunResult r = run_cli(dir, "forward --model " + m + " --random-batch 2 16 --seed 4 --out " +
+  const CliRun r = run_cli(dir, "forward --model " + m + " --random-batch 2 16 --seed 4 --out " +
                                        dir + "/rnd.safetensors --no-logits");
   expect_ok(r, "random batch");
   std::vector<int64_t> shape;
@@ -266,7 +266,7 @@ TEST(Cli, ForwardBf16IsCloseToF32) {
 TEST(Cli, InfoDescribesFolder) {
   const std::string dir = test::temp_dir("info");
   const std::string m = init_model(dir, test::tiny_config(), "m", 1);
-  const RunResult r = run_cli(dir, "info --model " + m);
+  const CliRun r = run_cli(dir, "info --model " + m);
   expect_ok(r, "info");
   expect_mentions(r.out,
                   {"\"attention\": \"linformer\"", "roberta.encoder.kv_proj.weight", "[4, 16]",
@@ -278,7 +278,7 @@ TEST(Cli, InfoDescribesFolder) {
 TEST(Cli, InitSetOverridesConfig) {
   const std::string dir = test::temp_dir("set");
   test::tiny_config().save(dir + "/base.json");
-  RunResult r =
+  CliRun r =
       run_cli(dir, "init --config " + dir + "/base.json --set 'k=[8,2]' --set sharing=kv " +
                        "--set attention_dropout=0 --set norm=pre --out " + dir + "/m");
   expect_ok(r, "init --set");
@@ -320,7 +320,7 @@ TEST(Cli, RobertaCheckpointWorkflow) {
   expect_fail(run_cli(dir, "forward --model " + dir + "/std --input " + dir +
                                "/in.safetensors --out " + dir + "/out2.safetensors --classify"),
               {"classifier.out_proj.weight", "init", "--from"}, "--classify without a head");
-  const RunResult info = run_cli(dir, "info --model " + dir + "/std");
+  const CliRun info = run_cli(dir, "info --model " + dir + "/std");
   expect_ok(info, "info on RoBERTa folder");
   expect_mentions(info.out,
                   {"absent", "roberta.embeddings.position_ids", "roberta.pooler.dense.weight"},
@@ -338,7 +338,7 @@ TEST(Cli, RobertaCheckpointWorkflow) {
   EXPECT_FALSE(fs::exists(dir + "/out3.safetensors"));
 
   // init --from writes a complete folder: RoBERTa's weights plus fresh projections and head.
-  const RunResult r = run_cli(dir, "init --config " + dir + "/lin/config.json --from " + hf +
+  const CliRun r = run_cli(dir, "init --config " + dir + "/lin/config.json --from " + hf +
                                        " --seed 5 --out " + dir + "/full");
   expect_ok(r, "init --from");
   expect_mentions(r.out,

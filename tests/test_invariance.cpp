@@ -277,24 +277,15 @@ TEST(Slicing, LinearProjectionUsesFirstNColumns) {
 // ---------------------------------------------------------------------------------------------
 // Thread-count independence
 
-struct ThreadGuard {
-  int saved = omp_get_max_threads();
-  ~ThreadGuard() { omp_set_num_threads(saved); }
-};
+using test::ThreadGuard;
 
 TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
   ThreadGuard guard;
   // Big enough that every parallel_for splits (rows x D >= 2 * 16384 elements) and the
   // per-(batch, head) attention loop runs on both threads; dropout on, padded batch.
-  Config base = test::tiny_config();
-  base.vocab_size = 97;
-  base.max_len = 64;
-  base.d_model = 64;
-  base.n_heads = 4;
-  base.d_ff = 96;
-  base.k = {16};
-  base.dropout = 0.1f;
-  base.attention_dropout = 0.1f;
+  const Config base = Config::from_json(R"({"vocab_size": 97, "max_len": 64, "d_model": 64,
+      "n_heads": 4, "d_ff": 96, "n_layers": 2, "k": 16, "dropout": 0.1, "attention_dropout": 0.1,
+      "num_classes": 3, "position_offset": 2})");
   std::vector<NamedConfig> cases;
   for (const NamedConfig& nc : test::attention_matrix(base))
     if (nc.name == "standard_post" || nc.name == "standard_causal" || nc.name == "none_linear" ||
@@ -349,21 +340,7 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
 // ---------------------------------------------------------------------------------------------
 // Configuration and input errors
 
-// Runs f, expecting lf::Error whose message contains every string in `parts`.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& s : parts)
-      EXPECT_NE(msg.find(s), std::string::npos) << "message '" << msg << "' lacks '" << s << "'";
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-lf::Error: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception; expected one mentioning " << parts.at(0);
-}
+using test::expect_error;
 
 TEST(Config, TinyConfigIsValid) { EXPECT_NO_THROW(test::tiny_config().validate()); }
 

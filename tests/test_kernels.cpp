@@ -19,10 +19,7 @@ namespace {
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Restores the OpenMP thread count when a test changes it.
-struct ThreadGuard {
-  int saved = omp_get_max_threads();
-  ~ThreadGuard() { omp_set_num_threads(saved); }
-};
+using test::ThreadGuard;
 
 // ---------------------------------------------------------------------------------------------
 // GEMM

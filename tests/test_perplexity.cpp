@@ -156,22 +156,21 @@ TEST_F(Perplexity, EqualsCrossEntropyOfTheLogitsAtEveryBatchSize) {
 // The command prints the same figures as the library, as JSON.
 TEST_F(Perplexity, CommandLineJson) {
   const std::string out = dir_ + "/cli.json";
-  const std::string cmd = std::string("'") + LF_BINARY_DIR + "/linformer' perplexity --model '" +
-                          dir_ + "/run/model' --text '" + dir_ + "/valid.txt' --seed 7 --quiet " +
-                          "--json-out '" + out + "' > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const test::CliRun r =
+      test::run_cli(dir_, "perplexity --model '" + dir_ + "/run/model' --text '" + dir_ +
+                              "/valid.txt' --seed 7 --quiet --json-out '" + out + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(out);
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_NEAR(j.at("loss").get<double>(), run_.final_valid_loss, 1e-5 * run_.final_valid_loss);
   EXPECT_EQ(j.at("seed"), 7);
   EXPECT_GT(j.at("masked").get<int64_t>(), 100);
   // A missing model folder: non-zero exit and the folder named on stderr.
-  const std::string bad = std::string("'") + LF_BINARY_DIR + "/linformer' perplexity --model '" +
-                          dir_ + "/nope' --text '" + dir_ + "/valid.txt' 2> '" + dir_ + "/err.txt'";
-  EXPECT_NE(std::system(bad.c_str()), 0);
-  std::ifstream err(dir_ + "/err.txt");
-  const std::string msg((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  EXPECT_NE(msg.find("nope"), std::string::npos) << msg;
+  const test::CliRun bad =
+      test::run_cli(dir_, "perplexity --model '" + dir_ + "/nope' --text '" + dir_ + "/valid.txt'");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_FALSE(bad.crashed);
+  EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
 }
 
 TEST_F(Perplexity, BadInputIsRefusedWithTheReason) {

@@ -214,16 +214,9 @@ TEST(Resume, KillNineThenResumeEqualsUninterruptedRun) {
   TokenizerTrainOptions to;
   to.vocab_size = 120;
   Tokenizer::train({d + "/corpus.txt"}, d + "/tok.model", to);
-  Config cfg;
-  cfg.max_len = 128;
-  cfg.d_model = 64;
-  cfg.n_heads = 4;
-  cfg.d_ff = 128;
-  cfg.n_layers = 2;
-  cfg.k = {32};
-  cfg.dropout = 0.1f;  // dropout on: its random stream must resume too
-  cfg.attention_dropout = 0.1f;
-  cfg.save(d + "/config.json");
+  // Dropout on: its random stream must resume too.
+  test::write_text(d + "/config.json", R"({"max_len": 128, "d_model": 64, "n_heads": 4, "d_ff": 128,
+      "n_layers": 2, "k": 32, "dropout": 0.1, "attention_dropout": 0.1})");
 
   const int64_t steps = 30;
   auto args = [&](const std::string& run) {

@@ -1,9 +1,8 @@
-// Tests for io/safetensors and io/file_util.
+// Tests for io/safetensors: round trips, hand-built and independently built files, and every
+// kind of malformed file. (io/file_util: test_file_util.cpp.)
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,46 +15,16 @@
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 #include "linformer/safetensors.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh, empty directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string("lf_") + (ti ? ti->test_suite_name() : "x") + "_" +
-                       (ti ? ti->name() : "y") + "_" + std::to_string(::getpid()) + "_" +
-                       std::to_string(counter++);
-    dir_ = fs::path(::testing::TempDir()) / name;
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  const fs::path& path() const { return dir_; }
+using lf::test::TempDir;
 
- private:
-  fs::path dir_;
-};
-
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(f.good());
-}
-
-std::string u64_le(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
+using lf::test::u64_le;
+using lf::test::write_text;
 
 // A safetensors file assembled by hand: length prefix, header text as given, data bytes.
 std::string make_file(const std::string& header, const std::string& data) {
@@ -78,7 +47,7 @@ void append_le(std::string& s, T v) {
 // (and names the file).
 void expect_rejected(const TempDir& tmp, const std::string& bytes, const std::string& phrase) {
   const std::string path = tmp.file("bad.safetensors");
-  write_raw(path, bytes);
+  write_text(path, bytes);
   try {
     lf::SafeTensorsReader r(path);
     ADD_FAILURE() << "accepted a malformed file; expected an error containing '" << phrase << "'";
@@ -242,7 +211,7 @@ TEST(SafeTensorsTest, ReadsHandBuiltF16AndBF16) {
                        "]},\"brain\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[" +
                        std::to_string(f16_end) + "," + std::to_string(bf16_end) + "]}}";
   const std::string path = tmp.file("half.safetensors");
-  write_raw(path, make_file(header, data));
+  write_text(path, make_file(header, data));
 
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.info("half").dtype, lf::DType::F16);
@@ -296,7 +265,7 @@ TEST(SafeTensorsTest, ReadsIndependentlyBuiltFile) {
       "  \"ubytes\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [49, 50]},\n"
       "  \"flags\": {\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [50, 52]} }";
   const std::string path = tmp.file("hand.safetensors");
-  write_raw(path, make_file(header, data));
+  write_text(path, make_file(header, data));
 
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.names(), (std::vector<std::string>{"alpha", "bytes", "flags", "ints", "shorts",
@@ -321,7 +290,7 @@ TEST(SafeTensorsTest, ReadsIndependentlyBuiltFile) {
 TEST(SafeTensorsTest, EmptyHeaderObjectIsValid) {
   TempDir tmp;
   const std::string path = tmp.file("empty.safetensors");
-  write_raw(path, make_file("{}      ", ""));
+  write_text(path, make_file("{}      ", ""));
   lf::SafeTensorsReader r(path);
   EXPECT_TRUE(r.names().empty());
   EXPECT_TRUE(r.metadata().empty());
@@ -379,7 +348,7 @@ TEST(SafeTensorsTest, ReadI64OnFloatTensorRejected) {
 TEST(SafeTensorsTest, MissingTensorNamed) {
   TempDir tmp;
   const std::string path = tmp.file("m.safetensors");
-  write_raw(path, make_file("{}", ""));
+  write_text(path, make_file("{}", ""));
   lf::SafeTensorsReader r(path);
   try {
     r.info("encoder.x");
@@ -497,7 +466,7 @@ TEST(SafeTensorsMalformedTest, SizeOverflowGuarded) {
   expect_rejected(tmp, make_file(f32_header("[18446744073709551615]", 0, 16), d), "too large");
   // A zero dimension makes the tensor empty however large the others are.
   const std::string path = tmp.file("zero.safetensors");
-  write_raw(path, make_file(f32_header("[4294967296, 4294967296, 0]", 0, 0), d));
+  write_text(path, make_file(f32_header("[4294967296, 4294967296, 0]", 0, 0), d));
   lf::SafeTensorsReader r(path);
   EXPECT_EQ(r.info("t").numel(), 0);
 }
@@ -522,7 +491,7 @@ TEST(SafeTensorsMalformedTest, OverlappingTensors) {
                   "overlap");
   // Adjacent tensors and an empty tensor at a shared boundary are fine.
   const std::string path = tmp.file("ok.safetensors");
-  write_raw(path, make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+  write_text(path, make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                             "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
                             d));
@@ -548,129 +517,4 @@ TEST(SafeTensorsMalformedTest, Metadata) {
                   "metadata value for key 'b'");
   expect_rejected(tmp, make_file("{\"__metadata__\":[\"x\"]}", ""),
                   "__metadata__ is not a JSON object");
-}
-
-// ---------------------------------------------------------------------------------------------
-// File utilities
-
-namespace {
-std::vector<std::string> dir_entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-}  // namespace
-
-TEST(FileUtilTest, WriteAndReadBack) {
-  TempDir tmp;
-  const std::string path = tmp.file("a.txt");
-  lf::write_file_atomic(path, [](std::ostream& os) { os << "hello " << 42; });
-  EXPECT_EQ(lf::read_file(path), "hello 42");
-  // Overwrite with a larger binary payload (crosses the internal buffer size).
-  std::string big(300000, '\0');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
-  lf::write_file_atomic(path, [&](std::ostream& os) {
-    os.write(big.data(), 1000);
-    os.write(big.data() + 1000, static_cast<std::streamsize>(big.size() - 1000));
-  });
-  EXPECT_EQ(lf::read_file(path), big);
-  lf::write_file_atomic(path, std::string("short"));
-  EXPECT_EQ(lf::read_file(path), "short");
-  EXPECT_EQ(dir_entries(tmp.path()), std::vector<std::string>{"a.txt"});
-}
-
-TEST(FileUtilTest, ThrowingWriterLeavesOldFileAndNoTemporary) {
-  TempDir tmp;
-  const std::string path = tmp.file("ckpt.bin");
-  lf::write_file_atomic(path, std::string("old content"));
-
-  struct Boom : std::runtime_error {
-    using std::runtime_error::runtime_error;
-  };
-  EXPECT_THROW(lf::write_file_atomic(path,
-                                     [](std::ostream& os) {
-                                       std::string chunk(100000, 'x');
-                                       os << chunk;  // some data reaches the temporary file
-                                       throw Boom("midway");
-                                     }),
-               Boom);
-  EXPECT_EQ(lf::read_file(path), "old content");
-  EXPECT_EQ(dir_entries(tmp.path()), std::vector<std::string>{"ckpt.bin"});
-
-  // Same with an lf::Error thrown from inside a safetensors-style writer.
-  EXPECT_THROW(lf::write_file_atomic(path,
-                                     [](std::ostream& os) {
-                                       os << "partial";
-                                       lf::fail("bad tensor");
-                                     }),
-               lf::Error);
-  EXPECT_EQ(lf::read_file(path), "old content");
-  EXPECT_EQ(dir_entries(tmp.path()), std::vector<std::string>{"ckpt.bin"});
-}
-
-TEST(FileUtilTest, FailedFirstWriteCreatesNothing) {
-  TempDir tmp;
-  const std::string path = tmp.file("new.bin");
-  EXPECT_THROW(lf::write_file_atomic(path, [](std::ostream&) { throw std::runtime_error("x"); }),
-               std::runtime_error);
-  EXPECT_FALSE(fs::exists(path));
-  EXPECT_TRUE(dir_entries(tmp.path()).empty());
-}
-
-TEST(FileUtilTest, OsErrorsNamePathAndReason) {
-  TempDir tmp;
-  const std::string path = tmp.file("missing_dir/out.bin");
-  try {
-    lf::write_file_atomic(path, std::string("x"));
-    ADD_FAILURE() << "write into a missing directory succeeded";
-  } catch (const lf::Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    EXPECT_NE(msg.find(std::strerror(ENOENT)), std::string::npos) << msg;
-  }
-  // Renaming a file over a non-empty directory fails: the temporary must be cleaned up.
-  const std::string dir_path = tmp.file("occupied");
-  fs::create_directories(fs::path(dir_path) / "child");
-  EXPECT_THROW(lf::write_file_atomic(dir_path, std::string("x")), lf::Error);
-  EXPECT_EQ(dir_entries(tmp.path()), std::vector<std::string>{"occupied"});
-
-  try {
-    lf::read_file(tmp.file("nope.txt"));
-    ADD_FAILURE() << "read_file of a missing file succeeded";
-  } catch (const lf::Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("cannot open " + tmp.file("nope.txt") + ": " + std::strerror(ENOENT)),
-              std::string::npos)
-        << msg;
-  }
-  EXPECT_THROW(lf::read_file(tmp.path().string()), lf::Error);  // a directory
-}
-
-TEST(FileUtilTest, KeepsPermissionsOfReplacedFile) {
-  TempDir tmp;
-  const std::string path = tmp.file("perm.txt");
-  lf::write_file_atomic(path, std::string("a"));
-  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  lf::write_file_atomic(path, std::string("b"));
-  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
-            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(lf::read_file(path), "b");
-}
-
-TEST(FileUtilTest, MappedFileViewsContent) {
-  TempDir tmp;
-  const std::string path = tmp.file("m.bin");
-  lf::write_file_atomic(path, std::string("mapped bytes"));
-  lf::MappedFile m(path);
-  ASSERT_EQ(m.size(), 12u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(m.data()), m.size()), "mapped bytes");
-  lf::MappedFile moved(std::move(m));
-  EXPECT_EQ(moved.size(), 12u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(moved.data()), moved.size()), "mapped bytes");
-  const std::string empty = tmp.file("empty.bin");
-  lf::write_file_atomic(empty, std::string());
-  lf::MappedFile e(empty);
-  EXPECT_EQ(e.size(), 0u);
-  EXPECT_THROW(lf::MappedFile(tmp.file("absent")), lf::Error);
 }

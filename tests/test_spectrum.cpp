@@ -374,20 +374,14 @@ TEST(SpectrumModel, RunInProcessStandardPreNorm) {
 }
 
 TEST(SpectrumCli, EndToEndStandardAndLinformer) {
-  const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  ASSERT_TRUE(fs::exists(bin)) << bin << " is missing: build the `linformer` target first";
   const std::string d = test::temp_dir("cli");
   write_file_atomic(d + "/corpus.txt", make_corpus(300));
   make_model_dir(d + "/std", d + "/corpus.txt", small_config(false, NormPlacement::post), 1);
   make_model_dir(d + "/lin", d + "/corpus.txt", small_config(true, NormPlacement::post), 2);
   const int64_t L = 3, H = 2, N = 32;
 
-  auto run = [&](const std::string& args) {
-    const std::string cmd = "'" + bin + "' spectrum " + args + " > '" + d + "/stdout.txt' 2> '" +
-                            d + "/stderr.txt'";
-    const int st = std::system(cmd.c_str());
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  };
+  // The exit status; stdout and stderr in d/stdout.txt and d/stderr.txt.
+  auto run = [&](const std::string& args) { return test::run_cli(d, "spectrum " + args).code; };
   const std::string common = "--text '" + d + "/corpus.txt' --n 32 --sequences 4 --ks 4,8,16 ";
   ASSERT_EQ(run("--model '" + d + "/std' --out '" + d + "/out-std' " + common), 0)
       << read_file(d + "/stderr.txt");

@@ -64,22 +64,34 @@ std::vector<float> run(Model& m, const Inputs& in, bool train, bool padded = tru
   return real_rows(m, in);
 }
 
+// A model with random weights on make_inputs' batch, and what its training forward gives:
+// the hidden states at the real positions (padded batch) and at every position (the same
+// batch unmasked). Every inference path must reproduce them.
+struct TrainingReference {
+  Model m;
+  Inputs in;
+  std::vector<float> ref, ref_full;
+  explicit TrainingReference(const Config& cfg) : m(cfg), in(make_inputs(cfg)) {
+    randomise(m, 21);
+    ref = run(m, in, true);
+    ref_full = run(m, in, true, false);
+  }
+};
+
 class InferencePath : public ::testing::TestWithParam<test::NamedConfig> {};
 
 TEST_P(InferencePath, MatchesTrainingForward) {
-  const test::NamedConfig& c = GetParam();
-  Model m(c.cfg);
-  randomise(m, 21);
-  const Inputs in = make_inputs(c.cfg);
-  const std::vector<float> ref = run(m, in, true);
+  TrainingReference t(GetParam().cfg);
+  Model& m = t.m;
+  const Inputs& in = t.in;
+  const std::vector<float>&ref = t.ref, &ref_full = t.ref_full;
   const std::vector<float> got = run(m, in, false);
   ASSERT_EQ(got.size(), ref.size());
   EXPECT_LT(test::rel_error(got.data(), ref.data(), ref.size()), 1e-5);
   // Unpadded batch too (the projections take another branch without a mask).
-  const std::vector<float> ref_full = run(m, in, true, false);
   const std::vector<float> got_full = run(m, in, false, false);
   EXPECT_LT(test::rel_error(got_full.data(), ref_full.data(), ref_full.size()), 1e-5);
-  if (c.cfg.attention == AttentionKind::standard) {
+  if (m.config().attention == AttentionKind::standard) {
     for (auto how : {Model::ExactAttention::streaming, Model::ExactAttention::materialized}) {
       const char* name = how == Model::ExactAttention::streaming ? "streaming" : "materialized";
       m.set_exact_attention(how);
@@ -99,15 +111,13 @@ TEST_P(InferencePath, MatchesTrainingForward) {
 // bf16 inference (packed bf16 linear maps) stays within bf16 rounding of the f32 training
 // forward, in every attention path and exact-attention mode, padded or not.
 TEST_P(InferencePath, Bf16CloseToF32) {
-  const test::NamedConfig& c = GetParam();
-  Model m(c.cfg);
-  randomise(m, 21);
-  const Inputs in = make_inputs(c.cfg);
-  const std::vector<float> ref = run(m, in, true);
-  const std::vector<float> ref_full = run(m, in, true, false);
+  TrainingReference t(GetParam().cfg);
+  Model& m = t.m;
+  const Inputs& in = t.in;
+  const std::vector<float>&ref = t.ref, &ref_full = t.ref_full;
   m.set_compute_type(ComputeType::bf16);
   std::vector<Model::ExactAttention> modes = {Model::ExactAttention::tiled};
-  if (c.cfg.attention == AttentionKind::standard)
+  if (m.config().attention == AttentionKind::standard)
     modes = {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
              Model::ExactAttention::materialized};
   for (auto how : modes) {

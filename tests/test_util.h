@@ -1,12 +1,17 @@
 // Helpers shared by the tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,30 @@ inline std::string temp_dir(const std::string& tag) {
   return p.string();
 }
 
+// A fresh, empty folder per TempDir (one test may make several), removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("lf_") + (ti ? ti->test_suite_name() : "x") + "_" +
+                       (ti ? ti->name() : "y") + "_" + std::to_string(::getpid()) + "_" +
+                       std::to_string(counter++);
+    dir_ = std::filesystem::path(::testing::TempDir()) / name;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
 // Writes text to path, creating its folder.
 inline void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -40,41 +69,34 @@ inline void write_text(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// The message of the lf::Error thrown by f ("" if none was thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+// v as 8 little-endian bytes (the length prefix of a safetensors file).
+inline std::string u64_le(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
 }
 
-// stmt throws an lf::Error whose message contains phrase.
-#define EXPECT_ERROR_MENTIONS(stmt, phrase)                                 \
-  do {                                                                      \
-    const std::string msg_ = ::lf::test::error_of([&] { stmt; });           \
-    EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";         \
-    EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
-  } while (0)
-
-struct RunResult {
+// What a run of the linformer binary (built beside the tests) gave.
+struct CliRun {
   int code = -1;         // exit status, or 128 + signal number
   bool crashed = false;  // ended by a signal
   std::string out, err;
 };
 
-// The `linformer` program run as a separate process (test_cli.cpp, test_bench_train.cpp).
-// Runs `linformer ARGS` (ARGS is shell text) with stdout and stderr captured into files in dir.
-inline RunResult run_cli(const std::string& dir, const std::string& args) {
+// Runs `linformer ARGS` (ARGS is shell text; stdin_text, when not empty, its standard input)
+// with stdout and stderr captured into files in dir.
+inline CliRun run_cli(const std::string& dir, const std::string& args,
+                      const std::string& stdin_text = "") {
   const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
-  EXPECT_TRUE(std::filesystem::exists(bin))
-      << bin << " is missing: build the `linformer` target first";
+  EXPECT_TRUE(std::filesystem::exists(bin)) << bin << " is missing: build the `linformer` target";
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  const std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  if (!stdin_text.empty()) {
+    write_text(dir + "/stdin.txt", stdin_text);
+    cmd += " < '" + dir + "/stdin.txt'";
+  }
   const int st = std::system(cmd.c_str());
-  RunResult r;
+  CliRun r;
   if (st != -1 && WIFEXITED(st)) {
     r.code = WEXITSTATUS(st);
     r.crashed = r.code >= 128;  // the shell reports a signal as 128 + signal
@@ -87,25 +109,62 @@ inline RunResult run_cli(const std::string& dir, const std::string& args) {
   return r;
 }
 
-inline std::string show(const RunResult& r) {
+inline std::string show(const CliRun& r) {
   return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
 }
 
-// A small model shape used across tests.
+// Keeps the OpenMP thread count: restores it when it goes out of scope, and sets it to
+// `threads` meanwhile when given.
+struct ThreadGuard {
+  const int saved = omp_get_max_threads();
+  ThreadGuard() = default;
+  explicit ThreadGuard(int threads) { omp_set_num_threads(threads); }
+  ~ThreadGuard() { omp_set_num_threads(saved); }
+};
+
+// The message of the lf::Error thrown by f ("" if none was thrown).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Runs fn, which must throw an lf::Error whose message contains every phrase; `what` names the
+// case in a failure.
+inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& phrases,
+                         const std::string& what = "") {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : phrases)
+      EXPECT_NE(msg.find(p), std::string::npos)
+          << what << ": message lacks \"" << p << "\"\n  message: " << msg;
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw a non-lf::Error exception: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << what << ": no exception; expected one mentioning \"" << phrases.at(0) << "\"";
+}
+
+// stmt throws an lf::Error whose message contains phrase.
+#define EXPECT_ERROR_MENTIONS(stmt, phrase)                                 \
+  do {                                                                      \
+    const std::string msg_ = ::lf::test::error_of([&] { stmt; });           \
+    EXPECT_FALSE(msg_.empty()) << #stmt " did not throw lf::Error";         \
+    EXPECT_NE(msg_.find(phrase), std::string::npos) << "message: " << msg_; \
+  } while (0)
+
+// A small model shape used across tests (Linformer, k = 4, no dropout, 3 classes).
 inline Config tiny_config() {
-  Config c;
-  c.vocab_size = 37;
-  c.max_len = 16;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.d_ff = 24;
-  c.n_layers = 2;
-  c.k = {4};
-  c.dropout = 0.f;
-  c.attention_dropout = 0.f;
-  c.num_classes = 3;
-  c.position_offset = 2;
-  return c;
+  return Config::from_json(R"({"vocab_size": 37, "max_len": 16, "d_model": 16, "n_heads": 2,
+      "d_ff": 24, "n_layers": 2, "k": 4, "dropout": 0, "attention_dropout": 0, "num_classes": 3,
+      "position_offset": 2})");
 }
 
 // ||a - b|| / ||b|| (Frobenius), with a floor on the denominator.

@@ -1,10 +1,12 @@
 #include "cli_util.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "linformer/error.h"
+#include "linformer/file_util.h"
 
 namespace lf::cli {
 
@@ -86,6 +88,17 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
       ->group("Run");
 }
 
+void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokenizer,
+                           const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
+                           std::string* tokenizer_type) {
+  cmd->add_option("--tokenizer", *tokenizer, tokenizer_help)->group(group);
+  cmd->add_option("--vocab-size", *vocab_size, vocab_help)->capture_default_str()->group(group);
+  cmd->add_option("--tokenizer-type", *tokenizer_type, "unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))
+      ->capture_default_str()
+      ->group(group);
+}
+
 void add_compute_option(CLI::App* cmd, bool* bf16) {
   cmd->add_flag("--bf16", *bf16,
                 "Run the encoder's linear maps in bfloat16 (weights packed once, f32 "
@@ -94,12 +107,48 @@ void add_compute_option(CLI::App* cmd, bool* bf16) {
 }
 ComputeType compute_type_of(bool bf16) { return bf16 ? ComputeType::bf16 : ComputeType::f32; }
 
-int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb) {
-  const int64_t n = max_len > 0 ? max_len : cb.task.max_len;
-  LF_CHECK(n <= cb.model->config().max_len, "--max-len ", n, " exceeds the model's max_len ",
-           cb.model->config().max_len);
-  return n;
+void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
+                           const char* max_len_help, const char* batch_help) {
+  cmd->add_option("--model", o->model, model_help)->required();
+  cmd->add_option("--bad-rows", o->bad_rows,
+                  "stop at the first bad row, or skip it (reported on stderr)")
+      ->check(CLI::IsMember({"stop", "skip"}))
+      ->capture_default_str();
+  cmd->add_option("--max-len", o->max_len, max_len_help)->check(in_range(0, kMaxLen));
+  cmd->add_option("--batch-size", o->batch_size, batch_help)
+      ->capture_default_str()
+      ->check(in_range(1, kMaxCount));
+  add_compute_option(cmd, &o->bf16);
 }
+
+ClassifierBundle load_model_to_run(const ModelRunOptions& o, bool need_labels, int64_t* max_len) {
+  ClassifierBundle cb = load_classifier(o.model, need_labels);
+  cb.model->set_compute_type(compute_type_of(o.bf16));
+  *max_len = o.max_len > 0 ? o.max_len : cb.task.max_len;
+  LF_CHECK(*max_len <= cb.model->config().max_len, "--max-len ", *max_len,
+           " exceeds the model's max_len ", cb.model->config().max_len);
+  return cb;
+}
+
+void add_text_input_options(CLI::App* cmd, TextInputOptions* o) {
+  cmd->add_option("--input", o->input, "Input file, or - for stdin")->capture_default_str();
+  cmd->add_option("--format", o->format,
+                  "auto, tsv (a header line first) or lines (one text per line)")
+      ->check(CLI::IsMember({"auto", "tsv", "lines"}))
+      ->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxCount));
+}
+
+void check_output_not_an_input(const std::string& out, const std::string& what,
+                               const TextInputOptions& in, const ModelRunOptions& run) {
+  if (out != "-")
+    check_not_an_input(out, what,
+                       {{"--input", in.input == "-" ? "" : in.input}, {"--model", run.model}});
+}
+
+namespace {
 
 std::istream* open_input(const std::string& path, std::ifstream* file) {
   if (path == "-") return &std::cin;
@@ -108,18 +157,31 @@ std::istream* open_input(const std::string& path, std::ifstream* file) {
   return file;
 }
 
+}  // namespace
+
+TextChunks::TextChunks(const TextInputOptions& o, bool pairs, BadRows policy)
+    : chunk_(static_cast<size_t>(std::max<int64_t>(o.chunk, 1))),
+      reader_(*open_input(o.input, &file_), o.input == "-" ? "stdin" : o.input, o.format, pairs,
+              policy) {}
+
+bool TextChunks::next(const ClassifierBundle& cb, int64_t max_len, bool lowercase) {
+  if (!reader_.next(chunk_, &texts_)) return false;
+  seqs_ = encode_all(*cb.tokenizer, texts_, max_len, cb.task.truncate, lowercase);
+  return true;
+}
+
+void TextChunks::report_bad_rows(const char* cmd) const {
+  if (!reader_.bad_rows()) return;
+  std::fprintf(stderr, "%s: skipped %lld bad row(s)\n", cmd,
+               static_cast<long long>(reader_.bad_rows()));
+  for (const std::string& m : reader_.bad_messages()) std::fprintf(stderr, "  %s\n", m.c_str());
+}
+
 std::FILE* open_output(const std::string& path, const char* option) {
   if (path.empty() || path == "-") return stdout;
   std::FILE* f = std::fopen(path.c_str(), "w");
   LF_CHECK(f, "cannot write ", option, " ", path);
   return f;
-}
-
-void report_bad_rows(const char* cmd, const TextInput& reader) {
-  if (!reader.bad_rows()) return;
-  std::fprintf(stderr, "%s: skipped %lld bad row(s)\n", cmd,
-               static_cast<long long>(reader.bad_rows()));
-  for (const std::string& m : reader.bad_messages()) std::fprintf(stderr, "  %s\n", m.c_str());
 }
 
 }  // namespace lf::cli

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <istream>
 #include <string>
+#include <vector>
 
 #include "linformer/classifier.h"
 #include "linformer/classify_data.h"
@@ -39,17 +40,64 @@ void add_progress_options(CLI::App* cmd, uint64_t* seed, const char* seed_help, 
 void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char* checkpoint_help,
                             double* time_limit);
 
+// --tokenizer (an existing tokenizer.model), --vocab-size and --tokenizer-type (of one trained
+// for the run), in `group`; the helps of the first two say when they apply.
+void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokenizer,
+                           const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
+                           std::string* tokenizer_type);
+
 // --bf16 for the inference commands (in group Speed).
 void add_compute_option(CLI::App* cmd, bool* bf16);
 ComputeType compute_type_of(bool bf16);
 
-// --max-len if given, else the length the model was finetuned with; at most the model's max_len.
-int64_t checked_max_len(int64_t max_len, const ClassifierBundle& cb);
-// --input: stdin for "-", else the file, opened into *file.
-std::istream* open_input(const std::string& path, std::ifstream* file);
+// ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
+
+struct ModelRunOptions {
+  std::string model, bad_rows = "stop";
+  int64_t max_len = 0, batch_size = 32;
+  bool bf16 = false;
+  BadRows policy() const { return bad_rows == "skip" ? BadRows::skip : BadRows::stop; }
+};
+// --model (required), --bad-rows, --max-len, --batch-size and --bf16; the helps say what the
+// folder holds, what --max-len defaults to and what a batch holds.
+void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
+                           const char* max_len_help, const char* batch_help);
+// The model folder (labels.json required when need_labels) in --bf16's compute type, and in
+// *max_len the tokens per text: --max-len if given, else the length the model was finetuned
+// with; at most the model's max_len.
+ClassifierBundle load_model_to_run(const ModelRunOptions& o, bool need_labels, int64_t* max_len);
+
+// Texts read in chunks (predict, embed): --input, --format and --chunk.
+struct TextInputOptions {
+  std::string input = "-", format = "auto";
+  int64_t chunk = 4096;
+};
+void add_text_input_options(CLI::App* cmd, TextInputOptions* o);
+// Refuses an output file (option `what`) that is --input or the model folder.
+void check_output_not_an_input(const std::string& out, const std::string& what,
+                               const TextInputOptions& in, const ModelRunOptions& run);
+
+// --input ("-": stdin) read chunk by chunk, each chunk's texts encoded for a model.
+class TextChunks {
+ public:
+  TextChunks(const TextInputOptions& o, bool pairs, BadRows policy);
+  // Reads the next chunk (at most --chunk texts) and encodes it with cb's tokenizer and
+  // truncation to max_len tokens (ASCII-lowercased first when `lowercase`); false at the end.
+  bool next(const ClassifierBundle& cb, int64_t max_len, bool lowercase);
+  const ClassifyData& texts() const { return texts_; }
+  const std::vector<std::vector<int32_t>>& seqs() const { return seqs_; }
+  // "CMD: skipped N bad row(s)" and their messages on stderr, when any row was skipped.
+  void report_bad_rows(const char* cmd) const;
+
+ private:
+  const size_t chunk_;
+  std::ifstream file_;
+  TextInput reader_;
+  ClassifyData texts_;
+  std::vector<std::vector<int32_t>> seqs_;
+};
+
 // Output for JSON lines: stdout for "" or "-", else the file (option names it in errors).
 std::FILE* open_output(const std::string& path, const char* option);
-// "CMD: skipped N bad row(s)" and their messages on stderr, when the reader skipped any.
-void report_bad_rows(const char* cmd, const TextInput& reader);
 
 }  // namespace lf::cli

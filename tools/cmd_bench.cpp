@@ -152,9 +152,9 @@ std::string cell(const json* base, const json* lin, const std::string& base_name
                           lin->value("seconds_per_sequence", 1.0));
 }
 
+// The grid of cells over n (rows) and k (columns), against the runs of attention `base`.
 std::string grid(const std::vector<json>& runs, const std::vector<int64_t>& ns,
-                 const std::vector<int64_t>& ks, const std::string& base_kind,
-                 const std::string& base_name, const std::string& what) {
+                 const std::vector<int64_t>& ks, const std::string& base, const std::string& what) {
   std::ostringstream os;
   os << "| n \\ k |";
   for (int64_t k : ks) os << " " << k << " |";
@@ -163,8 +163,8 @@ std::string grid(const std::vector<json>& runs, const std::vector<int64_t>& ns,
   os << "\n";
   for (int64_t n : ns) {
     os << "| " << n << " |";
-    const json* base = find_run(runs, base_kind, n, 0);
-    for (int64_t k : ks) os << " " << (k < n ? cell(base, find_run(runs, "linformer", n, k), base_name, what) : "") << " |";
+    const json* b = find_run(runs, base, n, 0);
+    for (int64_t k : ks) os << " " << (k < n ? cell(b, find_run(runs, "linformer", n, k), base, what) : "") << " |";
     os << "\n";
   }
   return os.str();
@@ -194,22 +194,26 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
   os << "Time: median of repetitions after a warm-up, at the timed batch (the largest that fits, "
      << (o.at_max_batch ? "as here" : "capped at " + std::to_string(o.batch_tokens) + " tokens")
      << "); per sequence.\n\n";
-  os << "## Time saved (standard s/seq / Linformer s/seq)\n\n"
-     << grid(runs, ns, ks, "standard", "standard", "time") << "\n";
-  os << "## Memory saved (Linformer max batch / standard max batch in the budget)\n\n"
-     << grid(runs, ns, ks, "standard", "standard", "memory") << "\n";
-  os << "## FLOP ratio (standard FLOPs / Linformer FLOPs per sequence)\n\n"
-     << "The time saved of two implementations running at the same FLOP rate: the ceiling "
-        "of the time saved when both are GEMM-bound.\n\n"
-     << grid(runs, ns, ks, "standard", "standard", "flops") << "\n";
-  os << "## Time saved against the engine's tiled standard attention\n\n"
-     << grid(runs, ns, ks, "tiled", "tiled", "time") << "\n";
-  os << "## Memory saved against the engine's tiled standard attention (max batch ratio)\n\n"
-     << grid(runs, ns, ks, "tiled", "tiled", "memory") << "\n";
-  os << "## Time saved against exact streaming attention\n\n"
-     << grid(runs, ns, ks, "streaming", "streaming", "time") << "\n";
-  os << "## Memory saved against exact streaming attention (max batch ratio)\n\n"
-     << grid(runs, ns, ks, "streaming", "streaming", "memory") << "\n";
+  // The grids: a heading, a note under it, the baseline and the ratio (cell()).
+  const struct {
+    const char *heading, *note, *base, *what;
+  } grids[] = {
+      {"Time saved (standard s/seq / Linformer s/seq)", "", "standard", "time"},
+      {"Memory saved (Linformer max batch / standard max batch in the budget)", "", "standard",
+       "memory"},
+      {"FLOP ratio (standard FLOPs / Linformer FLOPs per sequence)",
+       "The time saved of two implementations running at the same FLOP rate: the ceiling of the "
+       "time saved when both are GEMM-bound.\n\n",
+       "standard", "flops"},
+      {"Time saved against the engine's tiled standard attention", "", "tiled", "time"},
+      {"Memory saved against the engine's tiled standard attention (max batch ratio)", "", "tiled",
+       "memory"},
+      {"Time saved against exact streaming attention", "", "streaming", "time"},
+      {"Memory saved against exact streaming attention (max batch ratio)", "", "streaming",
+       "memory"},
+  };
+  for (const auto& g : grids)
+    os << "## " << g.heading << "\n\n" << g.note << grid(runs, ns, ks, g.base, g.what) << "\n";
   os << "## All runs\n\n"
      << "% of sgemm: against an sgemm measured in the same child just before the run.\n\n"
      << "| attention | n | k | max batch | timed batch | ms/seq | GFLOP/s | % of sgemm | "

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -34,63 +33,39 @@ void add_embed(CLI::App& app) {
       "--out FILE.safetensors the tensors cls [M, D] and mean [M, D] (F32) in input order.\n"
       "Example: linformer embed --model runs/pre/model --input texts.txt --pool both --out e.safetensors");
   struct Opts {
-    bool bf16 = false;
-    std::string model, input = "-", out, format = "auto", pool = "cls", bad_rows = "stop";
-    int64_t max_len = 0, batch_size = 32, chunk = 4096;
+    ModelRunOptions run;
+    TextInputOptions in;
+    std::string out, pool = "cls";
     bool pairs = false, lowercase = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Model folder with tokenizer.model")->required();
-  cmd->add_option("--input", o->input, "Input file, or - for stdin")->capture_default_str();
+  add_model_run_options(cmd, &o->run, "Model folder with tokenizer.model",
+                        "Tokens per text (default: the model's max_len or its finetuning length)",
+                        "Texts per batch");
+  add_text_input_options(cmd, &o->in);
   cmd->add_option("--out", o->out, "Output: FILE.safetensors, another file for JSON lines, or "
                                    "nothing for JSON lines on stdout");
   cmd->add_option("--pool", o->pool, "cls (first-token state), mean (over real tokens) or both")
       ->check(CLI::IsMember({"cls", "mean", "both"}))
       ->capture_default_str();
-  cmd->add_option("--format", o->format, "auto, tsv or lines")
-      ->check(CLI::IsMember({"auto", "tsv", "lines"}))
-      ->capture_default_str();
   cmd->add_flag("--pairs", o->pairs,
                 "Inputs are sentence pairs (default: as the model was finetuned; else single texts)");
   cmd->add_flag("--lowercase", o->lowercase,
                 "Lowercase ASCII letters first (default: as the model was finetuned)");
-  cmd->add_option("--bad-rows", o->bad_rows, "stop at the first bad row, or skip it")
-      ->check(CLI::IsMember({"stop", "skip"}))
-      ->capture_default_str();
-  cmd->add_option("--max-len", o->max_len,
-                  "Tokens per text (default: the model's max_len or "
-                  "its finetuning length)")
-      ->check(cli::in_range(0, cli::kMaxLen));
-  cmd->add_option("--batch-size", o->batch_size, "Texts per batch")
-      ->capture_default_str()
-      ->check(cli::in_range(1, cli::kMaxCount));
-  cli::add_compute_option(cmd, &o->bf16);
-  cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
-      ->capture_default_str()
-      ->check(cli::in_range(1, cli::kMaxCount));
   cmd->callback([o] {
-    if (o->out != "-")
-      check_not_an_input(o->out, "embed: --out",
-                         {{"--input", o->input == "-" ? "" : o->input}, {"--model", o->model}});
-    ClassifierBundle cb = load_classifier(o->model, false);
-    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
-    const int64_t max_len = checked_max_len(o->max_len, cb);
-    const bool pairs = o->pairs || cb.task.pairs;
+    check_output_not_an_input(o->out, "embed: --out", o->in, o->run);
+    int64_t max_len = 0;
+    const ClassifierBundle cb = load_model_to_run(o->run, false, &max_len);
     const int64_t D = cb.model->config().d_model;
     const bool want_cls = o->pool != "mean", want_mean = o->pool != "cls";
     const bool st = o->out.size() > 12 && o->out.substr(o->out.size() - 12) == ".safetensors";
-    std::ifstream file;
-    std::istream* in = open_input(o->input, &file);
+    TextChunks texts(o->in, o->pairs || cb.task.pairs, o->run.policy());
     std::FILE* out = st ? stdout : open_output(o->out, "--out");
-    TextInput reader(*in, o->input == "-" ? "stdin" : o->input, o->format, pairs,
-                     o->bad_rows == "skip" ? BadRows::skip : BadRows::stop);
-    ClassifyData chunk;
     std::vector<float> all_cls, all_mean, cls, mean;
     int64_t count = 0;
-    while (reader.next(static_cast<size_t>(std::max<int64_t>(o->chunk, 1)), &chunk)) {
-      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate,
-                               cb.task.lowercase || o->lowercase);
-      embed_sequences(*cb.model, seqs, o->batch_size, want_cls ? &cls : nullptr,
+    while (texts.next(cb, max_len, cb.task.lowercase || o->lowercase)) {
+      const auto& seqs = texts.seqs();
+      embed_sequences(*cb.model, seqs, o->run.batch_size, want_cls ? &cls : nullptr,
                       want_mean ? &mean : nullptr);
       const int64_t n = static_cast<int64_t>(seqs.size());
       if (st) {
@@ -110,7 +85,7 @@ void add_embed(CLI::App& app) {
     }
     if (st) {
       SafeTensorsWriter w;
-      w.set_metadata("model", o->model);
+      w.set_metadata("model", o->run.model);
       w.set_metadata("pooling", o->pool);
       if (want_cls) w.add_f32("cls", {count, D}, all_cls.data());
       if (want_mean) w.add_f32("mean", {count, D}, all_mean.data());
@@ -118,7 +93,7 @@ void add_embed(CLI::App& app) {
     } else if (out != stdout) {
       std::fclose(out);
     }
-    report_bad_rows("embed", reader);
+    texts.report_bad_rows("embed");
     std::fprintf(stderr, "embed: %lld text(s), %lld-dimensional vectors\n",
                  static_cast<long long>(count), static_cast<long long>(D));
   });

@@ -26,42 +26,31 @@ void add_evaluate(CLI::App& app) {
       "Confusion rows are true labels, columns predicted labels.\n"
       "Example: linformer evaluate --model runs/sst2/best --data sst2/dev.tsv --json dev.json");
   struct Opts {
-    bool bf16 = false;
-    std::string model, data, json_out, bad_rows = "stop";
-    int64_t max_len = 0, batch_size = 64, max_examples = 0;
+    ModelRunOptions run;
+    std::string data, json_out;
+    int64_t max_examples = 0;
     bool quiet = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Classifier folder (with tokenizer.model and labels.json)")
-      ->required();
+  o->run.batch_size = 64;
+  add_model_run_options(cmd, &o->run, "Classifier folder (with tokenizer.model and labels.json)",
+                        "Tokens per example (default: the length the model was finetuned with)",
+                        "Examples per batch");
   cmd->add_option("--data", o->data, "Labelled data: TSV with a header, or aclImdb folder")
       ->required();
   cmd->add_option("--json", o->json_out, "Write the JSON report here (default: stdout)");
-  cmd->add_option("--bad-rows", o->bad_rows, "stop at the first bad row, or skip bad rows")
-      ->check(CLI::IsMember({"stop", "skip"}))
-      ->capture_default_str();
-  cmd->add_option("--max-len", o->max_len,
-                  "Tokens per example (default: the length the model was finetuned with)")
-      ->check(cli::in_range(0, cli::kMaxLen));
-  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")
-      ->capture_default_str()
-      ->check(cli::in_range(1, cli::kMaxCount));
-  cli::add_compute_option(cmd, &o->bf16);
   cmd->add_option("--max-examples", o->max_examples, "Evenly spread subset (0: all)")
       ->capture_default_str()
       ->check(cli::in_range(0, 1e15));
   cmd->add_flag("--quiet", o->quiet, "No summary on stderr");
   cmd->callback([o] {
     check_not_an_input(o->json_out, "evaluate: --json",
-                       {{"--data", o->data}, {"--model", o->model}});
+                       {{"--data", o->data}, {"--model", o->run.model}});
     Stopwatch clock;
-    ClassifierBundle cb = load_classifier(o->model, true);
-    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
-    const int64_t max_len = o->max_len > 0 ? o->max_len : cb.task.max_len;
-    LF_CHECK(max_len <= cb.model->config().max_len, "--max-len ", max_len,
-             " exceeds the model's max_len ", cb.model->config().max_len);
+    int64_t max_len = 0;
+    const ClassifierBundle cb = load_model_to_run(o->run, true, &max_len);
     ReadOptions ro;
-    ro.bad_rows = o->bad_rows == "skip" ? BadRows::skip : BadRows::stop;
+    ro.bad_rows = o->run.policy();
     ro.require_labels = true;
     ro.split = "test";
     ro.max_examples = o->max_examples;
@@ -71,10 +60,10 @@ void add_evaluate(CLI::App& app) {
     const std::vector<int32_t> gold = assign_labels(d, cb.labels, ro.bad_rows);
     const auto seqs = encode_all(*cb.tokenizer, d, max_len, cb.task.truncate,
                                cb.task.lowercase);
-    const std::vector<float> probs = predict_probs(*cb.model, seqs, o->batch_size, true);
+    const std::vector<float> probs = predict_probs(*cb.model, seqs, o->run.batch_size, true);
     const ClassifyMetrics m = compute_metrics(probs, gold, cb.labels.size(), cb.labels.positive);
     nlohmann::json j = m.to_json(cb.labels);
-    j["model"] = o->model;
+    j["model"] = o->run.model;
     j["data"] = o->data;
     j["format"] = d.format;
     j["bad_rows"] = d.bad_rows;

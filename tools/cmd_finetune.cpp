@@ -93,15 +93,9 @@ void add_finetune(CLI::App& app) {
       ->allow_extra_args(false)
       ->group("Model");
   cmd->add_option("--dropout", o->dropout, "Override hidden and attention dropout")->group("Model");
-  cmd->add_option("--tokenizer", o->tokenizer, "From scratch: use this tokenizer.model")
-      ->group("Model");
-  cmd->add_option("--vocab-size", o->vocab_size, "From scratch: pieces of a newly trained tokenizer")
-      ->capture_default_str()
-      ->group("Model");
-  cmd->add_option("--tokenizer-type", o->tokenizer_type, "unigram or bpe")
-      ->check(CLI::IsMember({"unigram", "bpe"}))
-      ->capture_default_str()
-      ->group("Model");
+  add_tokenizer_options(cmd, "Model", &o->tokenizer, "From scratch: use this tokenizer.model",
+                        &o->vocab_size, "From scratch: pieces of a newly trained tokenizer",
+                        &o->tokenizer_type);
   add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);
   cmd->add_option("--epochs", o->epochs, "Passes over the training data")
       ->capture_default_str()

@@ -1,6 +1,5 @@
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -24,50 +23,28 @@ void add_predict(CLI::App& app) {
       "sorted by length and run in padded, padding-masked batches; output keeps the input order.\n"
       "Example: echo 'a gripping , beautiful film' | linformer predict --model runs/sst2/best");
   struct Opts {
-    bool bf16 = false;
-    std::string model, input = "-", output, format = "auto", bad_rows = "stop";
-    int64_t max_len = 0, batch_size = 32, chunk = 4096;
+    ModelRunOptions run;
+    TextInputOptions in;
+    std::string output;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "Classifier folder (with tokenizer.model and labels.json)")
-      ->required();
-  cmd->add_option("--input", o->input, "Input file, or - for stdin")->capture_default_str();
+  add_model_run_options(cmd, &o->run, "Classifier folder (with tokenizer.model and labels.json)",
+                        "Tokens per example (default: the length the model was finetuned with)",
+                        "Examples per batch");
+  add_text_input_options(cmd, &o->in);
   cmd->add_option("--output", o->output, "Write the JSON lines here (default: stdout)");
-  cmd->add_option("--format", o->format, "auto, tsv (a header line first) or lines (one text per line)")
-      ->check(CLI::IsMember({"auto", "tsv", "lines"}))
-      ->capture_default_str();
-  cmd->add_option("--bad-rows", o->bad_rows, "stop at the first bad row, or skip it (reported on stderr)")
-      ->check(CLI::IsMember({"stop", "skip"}))
-      ->capture_default_str();
-  cmd->add_option("--max-len", o->max_len,
-                  "Tokens per example (default: the length the model was finetuned with)")
-      ->check(cli::in_range(0, cli::kMaxLen));
-  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")
-      ->capture_default_str()
-      ->check(cli::in_range(1, cli::kMaxCount));
-  cli::add_compute_option(cmd, &o->bf16);
-  cmd->add_option("--chunk", o->chunk, "Inputs read (and sorted by length) at a time")
-      ->capture_default_str()
-      ->check(cli::in_range(1, cli::kMaxCount));
   cmd->callback([o] {
-    if (o->output != "-")
-      check_not_an_input(o->output, "predict: --output",
-                         {{"--input", o->input == "-" ? "" : o->input}, {"--model", o->model}});
-    ClassifierBundle cb = load_classifier(o->model, true);
-    cb.model->set_compute_type(cli::compute_type_of(o->bf16));
-    const int64_t max_len = checked_max_len(o->max_len, cb);
-    std::ifstream file;
-    std::istream* in = open_input(o->input, &file);
+    check_output_not_an_input(o->output, "predict: --output", o->in, o->run);
+    int64_t max_len = 0;
+    const ClassifierBundle cb = load_model_to_run(o->run, true, &max_len);
+    TextChunks texts(o->in, cb.task.pairs, o->run.policy());
     std::FILE* out = open_output(o->output, "--output");
-    const BadRows policy = o->bad_rows == "skip" ? BadRows::skip : BadRows::stop;
-    TextInput reader(*in, o->input == "-" ? "stdin" : o->input, o->format, cb.task.pairs, policy);
-    ClassifyData chunk;
     const int64_t C = cb.labels.size();
     int64_t count = 0;
-    while (reader.next(static_cast<size_t>(std::max<int64_t>(o->chunk, 1)), &chunk)) {
-      const auto seqs = encode_all(*cb.tokenizer, chunk, max_len, cb.task.truncate,
-                               cb.task.lowercase);
-      const std::vector<float> probs = predict_probs(*cb.model, seqs, o->batch_size, true);
+    while (texts.next(cb, max_len, cb.task.lowercase)) {
+      const ClassifyData& chunk = texts.texts();
+      const auto& seqs = texts.seqs();
+      const std::vector<float> probs = predict_probs(*cb.model, seqs, o->run.batch_size, true);
       for (size_t i = 0; i < seqs.size(); ++i) {
         const float* p = probs.data() + i * C;
         int64_t best = 0;
@@ -85,7 +62,7 @@ void add_predict(CLI::App& app) {
       count += static_cast<int64_t>(seqs.size());
     }
     if (out != stdout) std::fclose(out);
-    report_bad_rows("predict", reader);
+    texts.report_bad_rows("predict");
     std::fprintf(stderr, "predict: %lld input(s) classified\n", static_cast<long long>(count));
   });
 }

@@ -35,15 +35,9 @@ void add_pretrain(CLI::App& app) {
       ->group("Data");
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (default: the model's max_len)")
       ->group("Data");
-  cmd->add_option("--tokenizer", o->tokenizer, "Use this tokenizer instead of training one")
-      ->group("Tokenizer");
-  cmd->add_option("--vocab-size", o->vocab_size, "Vocabulary of a newly trained tokenizer")
-      ->capture_default_str()
-      ->group("Tokenizer");
-  cmd->add_option("--tokenizer-type", o->tokenizer_type, "unigram or bpe")
-      ->check(CLI::IsMember({"unigram", "bpe"}))
-      ->capture_default_str()
-      ->group("Tokenizer");
+  add_tokenizer_options(cmd, "Tokenizer", &o->tokenizer,
+                        "Use this tokenizer instead of training one", &o->vocab_size,
+                        "Vocabulary of a newly trained tokenizer", &o->tokenizer_type);
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");
   cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");

@@ -49,18 +49,12 @@ int main(int argc, char** argv) {
       "Run `linformer <command> --help` for the options of each command."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "linformer " LINFORMER_VERSION);
-  lf::cli::add_init(app);
-  lf::cli::add_forward(app);
-  lf::cli::add_info(app);
-  lf::cli::add_bench(app);
-  lf::cli::add_tokenizer(app);
-  lf::cli::add_pretrain(app);
-  lf::cli::add_finetune(app);
-  lf::cli::add_evaluate(app);
-  lf::cli::add_predict(app);
-  lf::cli::add_embed(app);
-  lf::cli::add_spectrum(app);
-  lf::cli::add_perplexity(app);
+  // The commands, in the order `linformer --help` lists them.
+  using namespace lf::cli;
+  for (auto add :
+       {add_init, add_forward, add_info, add_bench, add_tokenizer, add_pretrain, add_finetune,
+        add_evaluate, add_predict, add_embed, add_spectrum, add_perplexity})
+    add(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

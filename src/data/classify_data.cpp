@@ -240,51 +240,38 @@ bool detect_tsv_schema(const std::string& header_in, TsvSchema* out) {
   TsvSchema s;
   for (const std::string& c : split_tabs(header)) s.names.push_back(lower_ascii(trim(c)));
   s.columns = s.names.size();
-  auto col = [&](std::initializer_list<const char*> names) {
+  auto col = [&](const std::vector<const char*>& names) {
     for (const char* n : names)
       for (size_t i = 0; i < s.names.size(); ++i)
         if (s.names[i] == n) return static_cast<int>(i);
     return -1;
   };
-  if (col({"question1"}) >= 0 && col({"question2"}) >= 0) {
-    s.format = "qqp";
-    s.text_a = col({"question1"});
-    s.text_b = col({"question2"});
-    s.label = col({"is_duplicate", "label"});
-    s.id = col({"id", "index"});
-  } else if (col({"question"}) >= 0 && col({"sentence"}) >= 0) {
-    s.format = "qnli";
-    s.text_a = col({"question"});
-    s.text_b = col({"sentence"});
-    s.label = col({"label"});
-    s.id = col({"index", "id"});
-  } else if (col({"text_a"}) >= 0 && col({"text_b"}) >= 0) {
-    s.format = "tsv";
-    s.text_a = col({"text_a"});
-    s.text_b = col({"text_b"});
-    s.label = col({"label"});
-    s.id = col({"id", "index"});
-  } else if (col({"sentence1"}) >= 0 && col({"sentence2"}) >= 0) {
-    s.format = "tsv";
-    s.text_a = col({"sentence1"});
-    s.text_b = col({"sentence2"});
-    s.label = col({"label"});
-    s.id = col({"id", "index"});
-  } else if (col({"sentence"}) >= 0) {
-    s.format = "sst2";
-    s.text_a = col({"sentence"});
-    s.label = col({"label"});
-    s.id = col({"index", "id"});
-  } else if (col({"text", "content", "review"}) >= 0) {
-    s.format = "tsv";
-    s.text_a = col({"text", "content", "review"});
-    s.label = col({"label"});
-    s.id = col({"id", "index"});
-  } else {
-    return false;
+  // The layouts, the first whose text column(s) the header has wins: the format, the names
+  // of text a, of text b (none: single texts), of the label and of the id column (of each,
+  // the first name present is taken).
+  struct Layout {
+    const char* format;
+    std::vector<const char*> a, b, label, id;
+  };
+  static const Layout layouts[] = {
+      {"qqp", {"question1"}, {"question2"}, {"is_duplicate", "label"}, {"id", "index"}},
+      {"qnli", {"question"}, {"sentence"}, {"label"}, {"index", "id"}},
+      {"tsv", {"text_a"}, {"text_b"}, {"label"}, {"id", "index"}},
+      {"tsv", {"sentence1"}, {"sentence2"}, {"label"}, {"id", "index"}},
+      {"sst2", {"sentence"}, {}, {"label"}, {"index", "id"}},
+      {"tsv", {"text", "content", "review"}, {}, {"label"}, {"id", "index"}},
+  };
+  for (const Layout& l : layouts) {
+    if (col(l.a) < 0 || (!l.b.empty() && col(l.b) < 0)) continue;
+    s.format = l.format;
+    s.text_a = col(l.a);
+    s.text_b = col(l.b);
+    s.label = col(l.label);
+    s.id = col(l.id);
+    *out = std::move(s);
+    return true;
   }
-  *out = std::move(s);
-  return true;
+  return false;
 }
 
 std::string parse_tsv_row(const TsvSchema& s, const std::string& line, ClassifyExample* ex) {

@@ -30,6 +30,12 @@ json parse_json_bounded(const std::string& text, const std::string& what) {
 
 json read_json_file(const std::string& path) { return parse_json_bounded(read_file(path), path); }
 
+json with_defaults(json j, const json& defaults) {
+  if (j.is_object())
+    for (const auto& kv : defaults.items()) j.emplace(kv.key(), kv.value());
+  return j;
+}
+
 std::string json_excerpt(const json& v, size_t max_chars) {
   // Containers are described, never serialised (their text could be any size).
   if (v.is_array() || v.is_object())

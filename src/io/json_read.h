@@ -17,6 +17,10 @@ nlohmann::json parse_json_bounded(const std::string& text, const std::string& wh
 // read_file(path) then parse_json_bounded, naming the file in errors.
 nlohmann::json read_json_file(const std::string& path);
 
+// j with the keys of `defaults` that it lacks added (j unchanged when it is not an object): for
+// files of earlier versions, which lack keys added since.
+nlohmann::json with_defaults(nlohmann::json j, const nlohmann::json& defaults);
+
 // At most `max_chars` characters of a value's JSON text (then "..."), for error messages.
 std::string json_excerpt(const nlohmann::json& v, size_t max_chars = 60);
 

@@ -24,7 +24,8 @@ int64_t row_grain(int64_t cols) {
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType prec, const uint16_t* W16) {
+                    const LinearDims& d, ComputeType prec, const uint16_t* W16,
+                    const uint16_t* inp16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
@@ -35,11 +36,12 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
     });
   }
   gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b ? 1.f : 0.f, out, d.out,
-       Bf16Inputs{nullptr, W16});
+       Bf16Inputs{inp16, W16});
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16) {
+                     const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16,
+                     const uint16_t* inp16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) && (!dW || inp)),
@@ -58,7 +60,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
          Bf16Inputs{g16, W16});
   if (dW)
     gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
-         Bf16Inputs{g16, nullptr});
+         Bf16Inputs{g16, inp16});
   if (db) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {

@@ -17,16 +17,17 @@ struct LinearDims {
   int64_t rows = 0, in = 0, out = 0;
 };
 
-// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). W16:
-// W already rounded to bfloat16 (same layout), or null; used by bf16 products only.
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). W16 and
+// inp16: W and inp already rounded to bfloat16 (same layouts, inp dense), or null; used by
+// bf16 products only.
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
                     const LinearDims& d, ComputeType t = ComputeType::f32,
-                    const uint16_t* W16 = nullptr);
+                    const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
 // dinp += dout W; dW += dout^T inp; db += column sums of dout. Any of dinp/dW/db may be null.
 // In bf16, dout is rounded once for both products.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
-                     const uint16_t* W16 = nullptr);
+                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,

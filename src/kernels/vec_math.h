@@ -131,33 +131,39 @@ inline __m512 gelu_grad16(__m512 x) {
 }
 #endif
 
-// y[i] = exp(x[i]) for n elements (y may alias x).
-inline void exp_n(float* y, const float* x, int64_t n) {
+// y[i] = Op(x[i]) for n elements (y may alias x): with AVX-512 sixteen at a time
+// (Op::lanes16) and the tail masked, else one at a time (Op::scalar).
+template <typename Op>
+inline void apply_n(float* y, const float* x, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Op::lanes16(_mm512_loadu_ps(x + i)));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+    _mm512_mask_storeu_ps(y + i, m, Op::lanes16(_mm512_maskz_loadu_ps(m, x + i)));
     return;
   }
 #endif
-  for (; i < n; ++i) y[i] = exp_scalar(x[i]);
+  for (; i < n; ++i) y[i] = Op::scalar(x[i]);
 }
 
-// y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
-inline void gelu_n(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
+struct ExpOp {
+  static float scalar(float x) { return exp_scalar(x); }
 #if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
-    return;
-  }
+  static __m512 lanes16(__m512 x) { return exp16(x); }
 #endif
-  for (; i < n; ++i) y[i] = gelu_scalar(x[i]);
-}
+};
+struct GeluOp {
+  static float scalar(float x) { return gelu_scalar(x); }
+#if defined(__AVX512F__)
+  static __m512 lanes16(__m512 x) { return gelu16(x); }
+#endif
+};
+
+// y[i] = exp(x[i]) for n elements (y may alias x).
+inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n); }
+// y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
+inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, n); }
 
 // d[i] += g[i] * GELU'(x[i]) for n elements.
 inline void gelu_backward_n(float* d, const float* x, const float* g, int64_t n) {

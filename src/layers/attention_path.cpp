@@ -19,11 +19,12 @@ void take_kv(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
   A.v = c.take<float>(s.B * s.N * cfg.d_model);
 }
 
-void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
+void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                     const uint16_t* in16) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision, c.w16(lp.k.w));
-  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision, c.w16(lp.v.w));
+  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision, c.w16(lp.k.w), in16);
+  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision, c.w16(lp.v.w), in16);
 }
 
 void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
@@ -33,12 +34,14 @@ void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, co
   lp.v.packed.apply(A.v, in, R, lp.v.b, Epi::store);
 }
 
-void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float* in, float* din,
-                      const float* dk, const float* dv) {
+void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float* in,
+                      const uint16_t* in16, float* din, const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision, c.w16(lp.k.w));
-  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision, c.w16(lp.v.w));
+  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision,
+                  c.w16(lp.k.w), in16);
+  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision,
+                  c.w16(lp.v.w), in16);
 }
 
 }  // namespace lf

@@ -196,7 +196,7 @@ class ReduceKeysPath : public LinformerPath {
  public:
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                      const float* in) const final {
-    kv_maps_forward(c, lp, A, in);
+    kv_maps_forward(c, lp, A, in, A.in16);
     reduce(c, lp, A);
     return saved(c, A);
   }
@@ -208,7 +208,7 @@ class ReduceKeysPath : public LinformerPath {
     zero(L.dK, R * D);
     zero(L.dV, R * D);
     reduce_backward(c, lp, A, L.dK, L.dV, dkk, dvv);
-    kv_maps_backward(c, lp, in, din, L.dK, L.dV);
+    kv_maps_backward(c, lp, in, A.in16, din, L.dK, L.dV);
   }
 
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,

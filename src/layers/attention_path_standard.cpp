@@ -27,16 +27,16 @@ class StandardPath final : public AttentionPath {
 
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                      const float* in) const override {
-    kv_maps_forward(c, lp, A, in);
+    kv_maps_forward(c, lp, A, in, A.in16);
     return saved(c, A);
   }
   KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
     return {A.k, A.v, c.mask};
   }
 
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct&, const float* in,
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                 float* din, const float* dkk, const float* dvv) const override {
-    kv_maps_backward(c, lp, in, din, dkk, dvv);
+    kv_maps_backward(c, lp, in, A.in16, din, dkk, dvv);
   }
 
   void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,

@@ -51,7 +51,8 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const int64_t R = c.B * c.N, D = cfg.d_model;
   zero(L.dctx, R * D);
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision, c.w16(lp.ao.w));
+  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
+                  c.w16(lp.ao.w), A.ctx16);
   const AttnDims d = c.dims(lp);
   const int64_t kv_rows = c.B * d.Lk;
   zero(L.dq, R * D);
@@ -61,11 +62,20 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision, c.first);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision, c.w16(lp.q.w));
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
+                  c.w16(lp.q.w), A.in16);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
 }  // namespace
+
+const uint16_t* LayerContext::round16(uint16_t* buf, const float* x, int64_t rows,
+                                      int64_t cols) const {
+  if (!buf) return nullptr;
+  PhaseScope ps(Phase::matmul);  // bf16 input rounding belongs to the products
+  to_bf16(buf, x, rows, cols, cols);
+  return buf;
+}
 
 AttnDims LayerContext::dims(const LayerParams& lp) const {
   return AttnDims{/*B=*/B,
@@ -105,12 +115,14 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     attn_in = A.ln1;
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q.w));
+  const uint16_t* in16 = c.round16(A.in16, attn_in, R, D);
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q.w), in16);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
                     c.first);
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao.w));
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao.w),
+                 c.round16(A.ctx16, A.ctx, R, D));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;
@@ -122,7 +134,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
-  ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R);
+  ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R, c.round16(A.ffn_in16, A.ffn_in, R, D), A.g16);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
     residual_add(A.f, ffn_base, L.tmp, R * D);
@@ -153,7 +165,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
     ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
-                 A.g, R, g);
+                 A.g, R, g, A.ffn_in16, A.g16);
     zero(L.dres, R * D);  // d a
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
@@ -161,8 +173,8 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
                               dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
   } else {
     zero(L.d2, R * D);
-    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
-                 A.g, R, g);
+    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
+                 A.h, A.g, R, g, A.ffn_in16, A.g16);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
     zero(L.d2, R * D);

@@ -49,6 +49,9 @@ struct LayerAct {
   float* ffn_in = nullptr;                                                       // [R,D]
   float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F]
   float* f = nullptr;                // post-norm: ffn_in + FFN branch [R,D]
+  // bf16 training: the inputs of the query, output and FFN maps rounded to bfloat16 in
+  // forward, reused by backward's weight-gradient products (null otherwise).
+  uint16_t *in16 = nullptr, *ctx16 = nullptr, *ffn_in16 = nullptr, *g16 = nullptr;
 };
 
 // Where every activation lives for one (B, N, train) shape: carved from the arena by the
@@ -111,6 +114,8 @@ struct LayerContext {
   Bf16Map w16;  // bf16 training: the weights' rounded copies
 
   AttnDims dims(const LayerParams& lp) const;
+  // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
+  const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
   float scale() const;  // 1 / sqrt(d_head)
   int64_t first_elem() const { return first * N * cfg->d_model; }  // of [R, D] dropout masks
   // Shape checks at layer entry (LF_DCHECK): a complete context, 0 < N <= max_len, the layer's

@@ -7,24 +7,31 @@
 
 namespace lf {
 
-void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R) const {
+void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R,
+                          const uint16_t* x16, uint16_t* g16) const {
   linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t,
-                 w16(inter.w));
+                 w16(inter.w), x16);
   gelu_forward(g, h, R * F);
-  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
+  if (g16) {
+    PhaseScope ps(Phase::matmul);  // bf16 input rounding belongs to the products
+    to_bf16(g16, g, R, F, F);
+  }
+  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w),
+                 g16);
 }
 
 void FeedForward::backward(float* dx, float* dG, const float* dy, const float* x,
-                           const float* h, const float* g, int64_t R, const GradMap& grad) const {
+                           const float* h, const float* g, int64_t R, const GradMap& grad,
+                           const uint16_t* x16, const uint16_t* g16) const {
   {
     PhaseScope ps(Phase::elementwise);
     std::memset(dG, 0, R * F * sizeof(float));
   }
   linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
-                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w));
+                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w), g16);
   gelu_backward_inplace(dG, h, R * F);  // dG becomes d(h)
   linear_backward(dx, grad(inter.w), grad(inter.b), dG, x, inter.w,
-                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t, w16(inter.w));
+                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t, w16(inter.w), x16);
 }
 
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,

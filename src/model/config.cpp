@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <utility>
 
 #include "core/limits.h"
 #include "io/json_read.h"
@@ -16,45 +16,80 @@ namespace lf {
 
 using json = nlohmann::json;
 
-const char* to_string(AttentionKind v) {
-  return v == AttentionKind::standard ? "standard" : "linformer";
-}
-const char* to_string(Sharing v) {
-  switch (v) {
-    case Sharing::none: return "none";
-    case Sharing::headwise: return "headwise";
-    case Sharing::kv: return "kv";
-    case Sharing::layerwise: return "layerwise";
-  }
-  return "?";
-}
-const char* to_string(Projection v) {
-  switch (v) {
-    case Projection::linear: return "linear";
-    case Projection::mean_pool: return "mean_pool";
-    case Projection::max_pool: return "max_pool";
-    case Projection::conv: return "conv";
-  }
-  return "?";
-}
-const char* to_string(ProjectionInit v) {
-  return v == ProjectionInit::normal ? "normal" : "mean_pool";
-}
-const char* to_string(NormPlacement v) { return v == NormPlacement::post ? "post" : "pre"; }
-
 namespace {
 
+// Each enum's values with their names (in config.json and in messages), listed once.
+template <typename E>
+struct Named {
+  E value;
+  const char* name;
+};
+const Named<AttentionKind> kAttentionNames[] = {{AttentionKind::standard, "standard"},
+                                                {AttentionKind::linformer, "linformer"}};
+const Named<Sharing> kSharingNames[] = {{Sharing::none, "none"},
+                                        {Sharing::headwise, "headwise"},
+                                        {Sharing::kv, "kv"},
+                                        {Sharing::layerwise, "layerwise"}};
+const Named<Projection> kProjectionNames[] = {{Projection::linear, "linear"},
+                                              {Projection::mean_pool, "mean_pool"},
+                                              {Projection::max_pool, "max_pool"},
+                                              {Projection::conv, "conv"}};
+const Named<ProjectionInit> kProjectionInitNames[] = {{ProjectionInit::normal, "normal"},
+                                                      {ProjectionInit::mean_pool, "mean_pool"}};
+const Named<NormPlacement> kNormNames[] = {{NormPlacement::post, "post"},
+                                           {NormPlacement::pre, "pre"}};
+
 template <typename E, size_t M>
-E parse_enum(const json& j, const char* key, const E (&values)[M]) {
+const char* name_of(E v, const Named<E> (&names)[M]) {
+  for (const Named<E>& n : names)
+    if (n.value == v) return n.name;
+  return "?";
+}
+
+template <typename E, size_t M>
+E parse_enum(const json& j, const char* key, const Named<E> (&names)[M]) {
   LF_CHECK(j.is_string(), "config: '", key, "' must be a string");
   const std::string s = j.get<std::string>();
   std::string allowed;
-  for (E v : values) {
-    if (s == to_string(v)) return v;
-    allowed += std::string(allowed.empty() ? "" : ", ") + to_string(v);
+  for (const Named<E>& n : names) {
+    if (s == n.name) return n.value;
+    allowed += std::string(allowed.empty() ? "" : ", ") + n.name;
   }
   fail("config: '", key, "' is '", s, "'; expected one of: ", allowed);
 }
+
+// The integer and float fields, written, read and known as keys from these lists (the enums,
+// k and causal are written and read one by one).
+const std::pair<const char*, int64_t Config::*> kIntFields[] = {
+    {"vocab_size", &Config::vocab_size},
+    {"max_len", &Config::max_len},
+    {"d_model", &Config::d_model},
+    {"n_heads", &Config::n_heads},
+    {"d_ff", &Config::d_ff},
+    {"n_layers", &Config::n_layers},
+    {"type_vocab_size", &Config::type_vocab_size},
+    {"position_offset", &Config::position_offset},
+    {"num_classes", &Config::num_classes},
+    {"pad_id", &Config::pad_id},
+    {"cls_id", &Config::cls_id}};
+const std::pair<const char*, float Config::*> kFloatFields[] = {
+    {"dropout", &Config::dropout},
+    {"attention_dropout", &Config::attention_dropout},
+    {"layer_norm_eps", &Config::layer_norm_eps},
+    {"init_std", &Config::init_std},
+    {"projection_init_noise", &Config::projection_init_noise}};  // written with projection_init
+const char* const kOtherKeys[] = {"attention",       "k",    "sharing", "projection",
+                                  "projection_init", "norm", "causal"};
+
+}  // namespace
+
+const char* to_string(AttentionKind v) { return name_of(v, kAttentionNames); }
+const char* to_string(Sharing v) { return name_of(v, kSharingNames); }
+const char* to_string(Projection v) { return name_of(v, kProjectionNames); }
+const char* to_string(ProjectionInit v) { return name_of(v, kProjectionInitNames); }
+const char* to_string(NormPlacement v) { return name_of(v, kNormNames); }
+
+namespace {
 
 // The shortest decimal that reads back as the same float, as a double (so JSON shows 0.1,
 // not 0.10000000149011612).
@@ -136,14 +171,14 @@ void Config::validate() const {
 
 std::string Config::to_json() const {
   json j;
-  j["vocab_size"] = vocab_size;
-  j["max_len"] = max_len;
-  j["d_model"] = d_model;
-  j["n_heads"] = n_heads;
-  j["d_ff"] = d_ff;
-  j["n_layers"] = n_layers;
-  j["type_vocab_size"] = type_vocab_size;
-  j["position_offset"] = position_offset;
+  for (const auto& f : kIntFields) j[f.first] = this->*f.second;
+  for (const auto& f : kFloatFields) j[f.first] = short_float(this->*f.second);
+  // projection_init (and its noise) written only when not the default, so configs of earlier
+  // versions stay byte-identical.
+  if (projection_init != ProjectionInit::normal)
+    j["projection_init"] = to_string(projection_init);
+  else
+    j.erase("projection_init_noise");
   j["attention"] = to_string(attention);
   if (k.size() == 1)
     j["k"] = k[0];
@@ -151,20 +186,8 @@ std::string Config::to_json() const {
     j["k"] = k;
   j["sharing"] = to_string(sharing);
   j["projection"] = to_string(projection);
-  // Written only when not the default, so configs of earlier versions stay byte-identical.
-  if (projection_init != ProjectionInit::normal) {
-    j["projection_init"] = to_string(projection_init);
-    j["projection_init_noise"] = short_float(projection_init_noise);
-  }
   j["norm"] = to_string(norm);
   j["causal"] = causal;
-  j["dropout"] = short_float(dropout);
-  j["attention_dropout"] = short_float(attention_dropout);
-  j["layer_norm_eps"] = short_float(layer_norm_eps);
-  j["init_std"] = short_float(init_std);
-  j["num_classes"] = num_classes;
-  j["pad_id"] = pad_id;
-  j["cls_id"] = cls_id;
   return j.dump(2) + "\n";
 }
 
@@ -192,52 +215,23 @@ Config from_value(const json& j) {
              key, "' = ", v, " is not a finite float");
     dst = static_cast<float>(v);
   };
-  // clang-format off
-  static const std::set<std::string> known = {
-      "vocab_size", "max_len", "d_model", "n_heads", "d_ff", "n_layers", "type_vocab_size",
-      "position_offset", "attention", "k", "sharing", "projection", "projection_init",
-      "projection_init_noise", "norm", "causal", "dropout", "attention_dropout",
-      "layer_norm_eps", "init_std", "num_classes", "pad_id", "cls_id"};
-  // clang-format on
-  for (auto it = j.begin(); it != j.end(); ++it)
-    LF_CHECK(known.count(it.key()), "config: unknown key '", it.key(), "'");
-  get_int("vocab_size", c.vocab_size);
-  get_int("max_len", c.max_len);
-  get_int("d_model", c.d_model);
-  get_int("n_heads", c.n_heads);
-  get_int("d_ff", c.d_ff);
-  get_int("n_layers", c.n_layers);
-  get_int("type_vocab_size", c.type_vocab_size);
-  get_int("position_offset", c.position_offset);
-  get_int("num_classes", c.num_classes);
-  get_int("pad_id", c.pad_id);
-  get_int("cls_id", c.cls_id);
-  get_float("dropout", c.dropout);
-  get_float("attention_dropout", c.attention_dropout);
-  get_float("layer_norm_eps", c.layer_norm_eps);
-  get_float("init_std", c.init_std);
-  get_float("projection_init_noise", c.projection_init_noise);
-  if (j.contains("attention")) {
-    const AttentionKind v[] = {AttentionKind::standard, AttentionKind::linformer};
-    c.attention = parse_enum(j["attention"], "attention", v);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const auto& f : kIntFields) known = known || it.key() == f.first;
+    for (const auto& f : kFloatFields) known = known || it.key() == f.first;
+    for (const char* key : kOtherKeys) known = known || it.key() == key;
+    LF_CHECK(known, "config: unknown key '", it.key(), "'");
   }
-  if (j.contains("sharing")) {
-    const Sharing v[] = {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise};
-    c.sharing = parse_enum(j["sharing"], "sharing", v);
-  }
-  if (j.contains("projection")) {
-    const Projection v[] = {Projection::linear, Projection::mean_pool, Projection::max_pool,
-                            Projection::conv};
-    c.projection = parse_enum(j["projection"], "projection", v);
-  }
-  if (j.contains("projection_init")) {
-    const ProjectionInit v[] = {ProjectionInit::normal, ProjectionInit::mean_pool};
-    c.projection_init = parse_enum(j["projection_init"], "projection_init", v);
-  }
-  if (j.contains("norm")) {
-    const NormPlacement v[] = {NormPlacement::post, NormPlacement::pre};
-    c.norm = parse_enum(j["norm"], "norm", v);
-  }
+  for (const auto& f : kIntFields) get_int(f.first, c.*f.second);
+  for (const auto& f : kFloatFields) get_float(f.first, c.*f.second);
+  if (j.contains("attention"))
+    c.attention = parse_enum(j["attention"], "attention", kAttentionNames);
+  if (j.contains("sharing")) c.sharing = parse_enum(j["sharing"], "sharing", kSharingNames);
+  if (j.contains("projection"))
+    c.projection = parse_enum(j["projection"], "projection", kProjectionNames);
+  if (j.contains("projection_init"))
+    c.projection_init = parse_enum(j["projection_init"], "projection_init", kProjectionInitNames);
+  if (j.contains("norm")) c.norm = parse_enum(j["norm"], "norm", kNormNames);
   if (j.contains("causal")) {
     LF_CHECK(j["causal"].is_boolean(), "config: 'causal' must be true or false");
     c.causal = j["causal"].get<bool>();

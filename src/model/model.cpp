@@ -140,6 +140,7 @@ size_t Model::Impl::input_copy_bytes() const {
 Bf16Map Model::Impl::bf16_map() {
   if (train_compute != ComputeType::bf16) return {};
   if (!params16_current) {
+    PhaseScope ps(Phase::matmul);  // bf16 input rounding belongs to the products
     params16.resize(params.size());
     // Rows of 4096 (the rounding runs parallel over rows), then the rest.
     const int64_t n = static_cast<int64_t>(params.size()), cols = 4096, rows = n / cols;

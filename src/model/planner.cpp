@@ -64,6 +64,12 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     A.h = c.take<float>(R * F);
     A.g = c.take<float>(R * F);
     if (!pre) A.f = c.take<float>(R * D);
+    if (train_compute == ComputeType::bf16) {
+      A.in16 = c.take<uint16_t>(R * D);
+      A.ctx16 = c.take<uint16_t>(R * D);
+      A.ffn_in16 = c.take<uint16_t>(R * D);
+      A.g16 = c.take<uint16_t>(R * F);
+    }
   }
   Lo.xs.assign(L + 1, nullptr);
   for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = c.take<float>(R * D);

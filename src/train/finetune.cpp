@@ -265,45 +265,23 @@ class ClassifyTask final : public TrainTask {
 }  // namespace
 
 FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
-  FinetuneOptions opt = opt_in;
-  LF_CHECK(!opt.out.empty(), "finetune: no run folder (--out)");
   // Data-parallel: every rank runs this function; rank 0 alone prints and writes the run
   // folder, the others read what it wrote (docs/distributed.md).
   dist::Comm& comm = dist::world();
   const bool root = comm.root();
-  const fs::path run(opt.out);
-  const fs::path args_path = run / "train_args.json";
-  int64_t run_ranks = comm.size();  // the ranks the run started with
+  const json saved = read_run_args("finetune", "finetuning", opt_in.out, resume);
+  FinetuneOptions opt = opt_in;
   if (resume) {
-    LF_CHECK(fs::exists(args_path), "finetune --resume: ", args_path.string(),
-             " not found; is ", opt.out, " a finetuning run folder?");
-    const bool quiet = opt.quiet;
-    const json saved = read_json_file(args_path.string());
     opt = FinetuneOptions::from_json(saved);
-    run_ranks = saved.value("ranks", int64_t{1});
-    opt.quiet = quiet;
+    opt.quiet = opt_in.quiet;
     opt.stop_after = opt_in.stop_after;
     opt.out = opt_in.out;  // the folder may have been moved
   }
   if (!root) opt.quiet = true;
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");
-  try {
-    opt.validate();
-  } catch (const Error& e) {
-    fail("finetune: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
-  }
-  if (run_ranks != comm.size()) {
-    // Resumed on another number of ranks: keep the run's global micro-batch (and so its
-    // batches, steps and dropout), split over the ranks there are now.
-    const int64_t G = run_ranks * opt.batch_size;
-    LF_CHECK(G % comm.size() == 0, "finetune --resume: the run's micro-batch of ", G,
-             " examples (", run_ranks, " rank(s) x ", opt.batch_size,
-             ") cannot be split evenly over ", comm.size(),
-             " ranks; resume it with a number of ranks that divides ", G);
-    opt.batch_size = G / comm.size();
-    say(opt.quiet, "resume: the run's micro-batch of %lld examples is split over %d rank(s) x %lld\n",
-        static_cast<long long>(G), comm.size(), static_cast<long long>(opt.batch_size));
-  }
+  validate_run_options("finetune", opt, resume, opt_in.out);
+  opt.batch_size = rank_batch("finetune", "examples", saved, opt.batch_size, comm.size(), opt.quiet);
+  const fs::path run(opt.out);
   LF_CHECK(opt.bad_rows == "stop" || opt.bad_rows == "skip",
            "--bad-rows must be stop or skip, got ", opt.bad_rows);
   const Truncate trunc = parse_truncate(opt.truncate);
@@ -501,9 +479,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   TrainLoop loop(model, adam, lo);
   const json resumed = loop.start(resume);
   if (!resume && root) {
-    json args = opt.to_json();
-    if (comm.size() > 1) args["ranks"] = comm.size();  // --batch-size is per rank
-    write_file_atomic(args_path.string(), args.dump(2) + "\n");
+    write_run_args(opt.out, opt.to_json(), comm.size());
     save_labels(opt.out, labels, task);
     cfg.save((run / "config.json").string());
   }

@@ -8,6 +8,7 @@
 #include "core/limits.h"
 #include "core/parallel.h"
 #include "core/profile.h"
+#include "io/json_read.h"
 
 namespace lf {
 
@@ -22,29 +23,14 @@ void OptimOptions::validate() const {
   check_range("--projection-lr-scale", projection_lr_scale, 0.f, 1000.f);
 }
 
-void optim_to_json(const OptimOptions& o, nlohmann::json* j) {
-  nlohmann::json& r = *j;
-  r["lr"] = o.lr;
-  r["beta1"] = o.beta1;
-  r["beta2"] = o.beta2;
-  r["eps"] = o.eps;
-  r["weight_decay"] = o.weight_decay;
-  r["clip_norm"] = o.clip_norm;
-  r["warmup_steps"] = o.warmup_steps;
-  r["projection_lr_scale"] = o.projection_lr_scale;
-}
+// train_args.json keys: the field names (total_steps is not stored: the run derives it).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OptimOptions, lr, beta1, beta2, eps, weight_decay, clip_norm,
+                                   warmup_steps, projection_lr_scale)
+
+void optim_to_json(const OptimOptions& o, nlohmann::json* j) { j->update(nlohmann::json(o)); }
 
 OptimOptions optim_from_json(const nlohmann::json& j) {
-  OptimOptions o;
-  o.lr = j.at("lr");
-  o.beta1 = j.at("beta1");
-  o.beta2 = j.at("beta2");
-  o.eps = j.at("eps");
-  o.weight_decay = j.at("weight_decay");
-  o.clip_norm = j.at("clip_norm");
-  o.warmup_steps = j.at("warmup_steps");
-  o.projection_lr_scale = j.value("projection_lr_scale", 1.0f);
-  return o;
+  return with_defaults(j, {{"projection_lr_scale", 1.0f}}).get<OptimOptions>();
 }
 
 float lr_at(const OptimOptions& o, int64_t step) {

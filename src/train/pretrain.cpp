@@ -157,40 +157,16 @@ class MlmTask final : public TrainTask {
 }  // namespace
 
 PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
-  PretrainOptions opt = opt_in;
-  LF_CHECK(!opt.out.empty(), "pretrain: no run folder (--out)");
   // Data-parallel: every rank runs this function; rank 0 alone prints and writes the run
   // folder, the others read what it wrote (docs/distributed.md).
   dist::Comm& comm = dist::world();
   const bool root = comm.root();
-  const fs::path run(opt.out);
-  const fs::path args_path = run / "train_args.json";
-  int64_t run_ranks = comm.size();  // the ranks the run started with
-  if (resume) {
-    LF_CHECK(fs::exists(args_path), "pretrain --resume: ", args_path.string(),
-             " not found; is ", opt.out, " a pretraining run folder?");
-    json saved = read_json_file(args_path.string());
-    opt = PretrainOptions::from_json(saved);
-    run_ranks = saved.value("ranks", int64_t{1});
-  }
+  const json saved = read_run_args("pretrain", "pretraining", opt_in.out, resume);
+  PretrainOptions opt = resume ? PretrainOptions::from_json(saved) : opt_in;
   if (!root) opt.quiet = true;
-  try {
-    opt.validate();
-  } catch (const Error& e) {
-    fail("pretrain: ", e.what(), resume ? " (in " + args_path.string() + ")" : "");
-  }
-  if (run_ranks != comm.size()) {
-    // Resumed on another number of ranks: keep the run's global micro-batch (and so its data
-    // order, masks and dropout), split over the ranks there are now.
-    const int64_t G = run_ranks * opt.batch_size;
-    LF_CHECK(G % comm.size() == 0, "pretrain --resume: the run's micro-batch of ", G,
-             " sequences (", run_ranks, " rank(s) x ", opt.batch_size,
-             ") cannot be split evenly over ", comm.size(),
-             " ranks; resume it with a number of ranks that divides ", G);
-    opt.batch_size = G / comm.size();
-    say(opt.quiet, "resume: the run's micro-batch of %lld sequences is split over %d rank(s) x %lld\n",
-        static_cast<long long>(G), comm.size(), static_cast<long long>(opt.batch_size));
-  }
+  validate_run_options("pretrain", opt, resume, opt_in.out);
+  opt.batch_size = rank_batch("pretrain", "sequences", saved, opt.batch_size, comm.size(), opt.quiet);
+  const fs::path run(opt_in.out);
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   NamedPaths inputs = {
       {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer}};
@@ -284,9 +260,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   TrainLoop loop(model, adam, lo);
   loop.start(resume);
   if (!resume && root) {
-    json args = opt.to_json();
-    if (comm.size() > 1) args["ranks"] = comm.size();  // --batch-size is per rank
-    write_file_atomic(args_path.string(), args.dump(2) + "\n");
+    write_run_args(opt_in.out, opt.to_json(), comm.size());
     cfg.save((run / "config.json").string());
   }
 

@@ -22,6 +22,37 @@ void create_run_folder(const std::string& dir) {
   LF_CHECK(!ec, "cannot create run folder ", dir, ": ", ec.message());
 }
 
+std::string run_args_path(const std::string& run_dir) {
+  return (fs::path(run_dir) / "train_args.json").string();
+}
+
+json read_run_args(const char* cmd, const char* kind, const std::string& run_dir, bool resume) {
+  LF_CHECK(!run_dir.empty(), cmd, ": no run folder (--out)");
+  if (!resume) return json();
+  const std::string path = run_args_path(run_dir);
+  LF_CHECK(fs::exists(path), cmd, " --resume: ", path, " not found; is ", run_dir, " a ", kind,
+           " run folder?");
+  return read_json_file(path);
+}
+
+int64_t rank_batch(const char* cmd, const char* what, const json& saved, int64_t batch,
+                   int ranks, bool quiet) {
+  const int64_t run_ranks = saved.is_object() ? saved.value("ranks", int64_t{1}) : ranks;
+  if (run_ranks == ranks) return batch;
+  const int64_t G = run_ranks * batch;
+  LF_CHECK(run_ranks >= 1 && G % ranks == 0, cmd, " --resume: the run's micro-batch of ", G,
+           " ", what, " (", run_ranks, " rank(s) x ", batch, ") cannot be split evenly over ",
+           ranks, " ranks; resume it with a number of ranks that divides ", G);
+  say(quiet, "resume: the run's micro-batch of %lld %s is split over %d rank(s) x %lld\n",
+      static_cast<long long>(G), what, ranks, static_cast<long long>(G / ranks));
+  return G / ranks;
+}
+
+void write_run_args(const std::string& run_dir, json args, int ranks) {
+  if (ranks > 1) args["ranks"] = ranks;
+  write_file_atomic(run_args_path(run_dir), args.dump(2) + "\n");
+}
+
 void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, AdamW& opt,
                      const json& state, int keep_last) {
   const fs::path root = fs::path(run_dir) / "checkpoints";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/run_lock.h"
+#include "linformer/error.h"
 #include "linformer/model.h"
 #include "linformer/run.h"
 #include "train/optim.h"
@@ -25,6 +26,33 @@ void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, Ada
 nlohmann::json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt);
 // The inputs of a run, as (option, path) pairs, for check_not_an_input.
 using NamedPaths = std::vector<std::pair<std::string, std::string>>;
+// RUN/train_args.json: the options a run was started with, which --resume reads back.
+std::string run_args_path(const std::string& run_dir);
+// With resume, RUN/train_args.json; else null. Throws "<cmd>: no run folder (--out)" for an
+// empty run_dir and "<cmd> --resume: PATH not found; is RUN a <kind> run folder?".
+nlohmann::json read_run_args(const char* cmd, const char* kind, const std::string& run_dir,
+                             bool resume);
+// opt.validate(), its error as "<cmd>: <what>", followed by " (in RUN/train_args.json)" when
+// the options were read from there (resume).
+template <typename Options>
+void validate_run_options(const char* cmd, const Options& opt, bool resume,
+                          const std::string& run_dir) {
+  try {
+    opt.validate();
+  } catch (const Error& e) {
+    fail(cmd, ": ", e.what(), resume ? " (in " + run_args_path(run_dir) + ")" : "");
+  }
+}
+// Data-parallel runs. The per-rank micro-batch: `batch` unless the run (train_args.json,
+// `saved`) started on another number of ranks, in which case the run's global micro-batch
+// (its ranks x batch) is split over comm.size() ranks, so that its data order, masks and
+// dropout stay those of the run; throws when it cannot be split evenly. `what` names the
+// items ("sequences", "examples").
+int64_t rank_batch(const char* cmd, const char* what, const nlohmann::json& saved,
+                   int64_t batch, int ranks, bool quiet);
+// Writes RUN/train_args.json atomically: `args`, plus "ranks" when more than one (--batch-size
+// is per rank).
+void write_run_args(const std::string& run_dir, nlohmann::json args, int ranks);
 // Takes the run folder for this process (RunLock, created if needed), removes the
 // temporaries a killed run left there, and makes sure nothing of the user's is lost: a new
 // (not resumed) run refuses a folder that already holds a run unless `overwrite`, which then

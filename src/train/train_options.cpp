@@ -1,6 +1,7 @@
 // The options of the training commands: range checks and their JSON form (train_args.json,
 // which --resume reads back).
 #include "core/limits.h"
+#include "io/json_read.h"
 #include "linformer/error.h"
 #include "linformer/finetune.h"
 #include "linformer/pretrain.h"
@@ -26,98 +27,6 @@ void PretrainOptions::validate() const {
   optim.validate();
 }
 
-json PretrainOptions::to_json() const {
-  json j{{"train", train},
-         {"valid", valid},
-         {"valid_fraction", valid_fraction},
-         {"out", out},
-         {"config", config},
-         {"sets", sets},
-         {"init_from", init_from},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"cache_dir", cache_dir},
-         {"seq_len", seq_len},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"steps", steps},
-         {"seed", seed},
-         {"mask_prob", mask_prob},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"eval_batches", eval_batches},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit},
-         {"bf16", bf16}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
-PretrainOptions PretrainOptions::from_json(const json& j) {
-  PretrainOptions o;
-  o.train = j.at("train").get<std::vector<std::string>>();
-  o.valid = j.at("valid").get<std::vector<std::string>>();
-  o.valid_fraction = j.at("valid_fraction");
-  o.out = j.at("out");
-  o.config = j.at("config");
-  o.sets = j.value("sets", std::vector<std::string>{});
-  o.init_from = j.at("init_from");
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.cache_dir = j.at("cache_dir");
-  o.seq_len = j.at("seq_len");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.steps = j.at("steps");
-  o.optim = optim_from_json(j);
-  o.optim.total_steps = o.steps;
-  o.seed = j.at("seed");
-  o.mask_prob = j.at("mask_prob");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.eval_batches = j.at("eval_batches");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
-  o.bf16 = j.value("bf16", false);
-  return o;
-}
-
-json FinetuneOptions::to_json() const {
-  json j{{"train", train},
-         {"dev", dev},
-         {"out", out},
-         {"init_from", init_from},
-         {"config", config},
-         {"sets", sets},
-         {"tokenizer", tokenizer},
-         {"vocab_size", vocab_size},
-         {"tokenizer_type", tokenizer_type},
-         {"max_len", max_len},
-         {"truncate", truncate},
-         {"lowercase", lowercase},
-         {"pad_to_max", pad_to_max},
-         {"bucket", bucket},
-         {"bad_rows", bad_rows},
-         {"max_train", max_train},
-         {"max_dev", max_dev},
-         {"metric", metric},
-         {"dropout", dropout},
-         {"batch_size", batch_size},
-         {"grad_accum", grad_accum},
-         {"eval_batch_size", eval_batch_size},
-         {"epochs", epochs},
-         {"warmup_ratio", warmup_ratio},
-         {"seed", seed},
-         {"log_every", log_every},
-         {"eval_every", eval_every},
-         {"checkpoint_every", checkpoint_every},
-         {"time_limit", time_limit}};
-  optim_to_json(optim, &j);
-  return j;
-}
-
 void FinetuneOptions::validate() const {
   check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
   check_range("--max-len", max_len, int64_t{0}, limits::kMaxLen);
@@ -138,38 +47,43 @@ void FinetuneOptions::validate() const {
   optim.validate();
 }
 
-FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  FinetuneOptions o;
-  o.train = j.at("train");
-  o.dev = j.at("dev");
-  o.out = j.at("out");
-  o.init_from = j.at("init_from");
-  o.config = j.at("config");
-  o.sets = j.at("sets").get<std::vector<std::string>>();
-  o.tokenizer = j.at("tokenizer");
-  o.vocab_size = j.at("vocab_size");
-  o.tokenizer_type = j.at("tokenizer_type");
-  o.max_len = j.at("max_len");
-  o.truncate = j.at("truncate");
-  o.lowercase = j.value("lowercase", false);
-  o.pad_to_max = j.at("pad_to_max");
-  o.bucket = j.at("bucket");
-  o.bad_rows = j.at("bad_rows");
-  o.max_train = j.at("max_train");
-  o.max_dev = j.at("max_dev");
-  o.metric = j.at("metric");
-  o.dropout = j.at("dropout");
-  o.batch_size = j.at("batch_size");
-  o.grad_accum = j.at("grad_accum");
-  o.eval_batch_size = j.at("eval_batch_size");
-  o.epochs = j.at("epochs");
-  o.warmup_ratio = j.at("warmup_ratio");
+// train_args.json: the stored fields, each listed once (the key is the field's name). The
+// optimiser's fields stand beside them (optim_to_json); quiet, overwrite and stop_after are
+// not stored. A key that runs of earlier versions did not write is read with the value it meant.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PretrainOptions, train, valid, valid_fraction, out, config, sets,
+                                   init_from, tokenizer, vocab_size, tokenizer_type, cache_dir,
+                                   seq_len, batch_size, grad_accum, steps, seed, mask_prob,
+                                   log_every, eval_every, eval_batches, checkpoint_every,
+                                   time_limit, bf16)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FinetuneOptions, train, dev, out, init_from, config, sets,
+                                   tokenizer, vocab_size, tokenizer_type, max_len, truncate,
+                                   lowercase, pad_to_max, bucket, bad_rows, max_train, max_dev,
+                                   metric, dropout, batch_size, grad_accum, eval_batch_size, epochs,
+                                   warmup_ratio, seed, log_every, eval_every, checkpoint_every,
+                                   time_limit)
+
+json PretrainOptions::to_json() const {
+  json j = *this;
+  optim_to_json(optim, &j);
+  return j;
+}
+
+PretrainOptions PretrainOptions::from_json(const json& j) {
+  auto o = with_defaults(j, {{"sets", json::array()}, {"bf16", false}}).get<PretrainOptions>();
   o.optim = optim_from_json(j);
-  o.seed = j.at("seed");
-  o.log_every = j.at("log_every");
-  o.eval_every = j.at("eval_every");
-  o.checkpoint_every = j.at("checkpoint_every");
-  o.time_limit = j.at("time_limit");
+  o.optim.total_steps = o.steps;
+  return o;
+}
+
+json FinetuneOptions::to_json() const {
+  json j = *this;
+  optim_to_json(optim, &j);
+  return j;
+}
+
+FinetuneOptions FinetuneOptions::from_json(const json& j) {
+  auto o = with_defaults(j, {{"lowercase", false}}).get<FinetuneOptions>();
+  o.optim = optim_from_json(j);
   return o;
 }
 
