@@ -24,9 +24,8 @@
 #include "linformer/file_util.h"
 #include "linformer/rng.h"
 #include "linformer/tokenizer.h"
+#include "process_util.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace lf {
 namespace {
@@ -36,43 +35,13 @@ using json = nlohmann::json;
 
 const std::string kBin = std::string(LF_BINARY_DIR) + "/linformer";
 
-// Starts `linformer args...` with OMP_NUM_THREADS=2, stdout+stderr into log. Everything the
-// child needs is prepared before fork (the test process may have threads).
+// Starts `linformer args...` with 2 threads, stdout+stderr into log.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0 && std::strncmp(*e, "OMP_WAIT_POLICY=", 16) != 0)
-      env_s.push_back(*e);
-  env_s.push_back("OMP_NUM_THREADS=2");
-  // Idle threads sleep instead of spinning: no effect on the numbers, but the test stays fast
-  // on a machine busy with other work (spinning threads of an oversubscribed CPU crawl).
-  env_s.push_back("OMP_WAIT_POLICY=PASSIVE");
-  std::vector<char*> envp, argv;
-  for (auto& s : env_s) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args_s = {kBin};
-  args_s.insert(args_s.end(), args.begin(), args.end());
-  for (auto& s : args_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execve(kBin.c_str(), argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fd);
-  return pid;
+  std::vector<std::string> argv = {kBin};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return test::spawn_logged(argv, log, 2);
 }
-
-int wait_status(pid_t pid) {
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return st;
-}
+using test::wait_status;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

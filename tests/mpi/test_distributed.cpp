@@ -29,8 +29,8 @@
 #include "linformer/rng.h"
 #include "linformer/safetensors.h"
 #include "linformer/tokenizer.h"
+#include "../process_util.h"
 
-extern char** environ;
 
 namespace lf {
 namespace {
@@ -85,41 +85,11 @@ std::vector<std::string> operator+(std::vector<std::string> a, const std::vector
   return a;
 }
 
-// Starts argv with OMP_NUM_THREADS=1, stdout and stderr into log.
+// Starts argv with one thread, stdout and stderr into log.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0 &&
-        std::strncmp(*e, "OMP_WAIT_POLICY=", 16) != 0)
-      env_s.push_back(*e);
-  env_s.push_back("OMP_NUM_THREADS=1");
-  env_s.push_back("OMP_WAIT_POLICY=PASSIVE");
-  std::vector<char*> envp, argv;
-  for (auto& s : env_s) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args_s = args;
-  for (auto& s : args_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::setpgid(0, 0);  // its own process group: a failed test can end the whole job
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fd);
-  return pid;
+  return test::spawn_logged(args, log, 1);
 }
-
-int wait_status(pid_t pid) {
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return st;
-}
+using test::wait_status;
 
 bool run_ok(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = spawn(args, log);
