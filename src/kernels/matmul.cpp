@@ -47,6 +47,13 @@ void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_
                });
 }
 
+const uint16_t* round_bf16(uint16_t* dst, const float* src, int64_t n) {
+  PhaseScope ps(Phase::matmul);
+  parallel_for(0, n, 16384,
+               [&](int64_t i0, int64_t i1) { to_bf16_row(dst + i0, src + i0, i1 - i0); });
+  return dst;
+}
+
 const dnnl::engine& cpu_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;

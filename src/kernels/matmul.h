@@ -19,6 +19,9 @@ namespace lf {
 // Round-to-nearest-even f32 -> bf16 of a rows x cols block with leading dimension ld, packed
 // densely (leading dimension cols). Parallel over rows outside an OpenMP parallel region.
 void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld);
+// The n contiguous floats of src rounded to bf16 into dst, in parallel, timed as part of the
+// matrix products (Phase::matmul: the rounding serves them). Returns dst.
+const uint16_t* round_bf16(uint16_t* dst, const float* src, int64_t n);
 
 // Operands of a bf16 product already rounded to bfloat16, so that a product does not round
 // them again: an operand used by several products (a weight during a training step, an

@@ -52,8 +52,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   const uint16_t* g16 = nullptr;
   if (dinp && dW && gemm_runs_bf16(prec, rows, in, out_f) && gemm_runs_bf16(prec, out_f, in, rows)) {
     if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
-    to_bf16(dout16.data(), dout, rows, out_f, out_f);
-    g16 = dout16.data();
+    g16 = round_bf16(dout16.data(), dout, rows * out_f);
   }
   if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in,

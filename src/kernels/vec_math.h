@@ -165,41 +165,51 @@ inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n)
 // y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
 inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, n); }
 
-// d[i] += g[i] * GELU'(x[i]) for n elements.
-inline void gelu_backward_n(float* d, const float* x, const float* g, int64_t n) {
+// d[i] = Op(d[i], x[i], g[i]) for n elements, g read only when Op::kUsesG: with AVX-512
+// sixteen at a time and the tail masked, else one at a time (Op::scalar).
+template <typename Op>
+inline void update_n(float* d, const float* x, const float* g, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(d + i, _mm512_fmadd_ps(_mm512_loadu_ps(g + i),
-                                            gelu_grad16(_mm512_loadu_ps(x + i)),
-                                            _mm512_loadu_ps(d + i)));
+  const auto lanes = [&](__mmask16 m) {
+    const __m512 gv = Op::kUsesG ? _mm512_maskz_loadu_ps(m, g + i) : _mm512_setzero_ps();
+    return Op::lanes16(_mm512_maskz_loadu_ps(m, d + i), _mm512_maskz_loadu_ps(m, x + i), gv);
+  };
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, lanes(0xFFFF));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 dg = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, g + i),
-                                      gelu_grad16(_mm512_maskz_loadu_ps(m, x + i)),
-                                      _mm512_maskz_loadu_ps(m, d + i));
-    _mm512_mask_storeu_ps(d + i, m, dg);
+    _mm512_mask_storeu_ps(d + i, m, lanes(m));
     return;
   }
 #endif
-  for (; i < n; ++i) d[i] += g[i] * gelu_grad_scalar(x[i]);
+  for (; i < n; ++i) d[i] = Op::scalar(d[i], x[i], Op::kUsesG ? g[i] : 0.f);
 }
 
+struct GeluGradAccumulate {  // d + g * GELU'(x)
+  static constexpr bool kUsesG = true;
+  static float scalar(float d, float x, float g) { return d + g * gelu_grad_scalar(x); }
+#if defined(__AVX512F__)
+  static __m512 lanes16(__m512 d, __m512 x, __m512 g) {
+    return _mm512_fmadd_ps(g, gelu_grad16(x), d);
+  }
+#endif
+};
+struct GeluGradScale {  // d * GELU'(x)
+  static constexpr bool kUsesG = false;
+  static float scalar(float d, float x, float) { return d * gelu_grad_scalar(x); }
+#if defined(__AVX512F__)
+  static __m512 lanes16(__m512 d, __m512 x, __m512) { return _mm512_mul_ps(d, gelu_grad16(x)); }
+#endif
+};
+
+// d[i] += g[i] * GELU'(x[i]) for n elements.
+inline void gelu_backward_n(float* d, const float* x, const float* g, int64_t n) {
+  update_n<GeluGradAccumulate>(d, x, g, n);
+}
 // d[i] *= GELU'(x[i]) for n elements (d: the gradient of GELU's output on entry, of its input
 // on exit).
 inline void gelu_backward_inplace_n(float* d, const float* x, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(d + i, _mm512_mul_ps(_mm512_loadu_ps(d + i), gelu_grad16(_mm512_loadu_ps(x + i))));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(d + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, d + i),
-                                                  gelu_grad16(_mm512_maskz_loadu_ps(m, x + i))));
-    return;
-  }
-#endif
-  for (; i < n; ++i) d[i] *= gelu_grad_scalar(x[i]);
+  update_n<GeluGradScale>(d, x, nullptr, n);
 }
 
 // Softmax building blocks over a row of n scores x with an optional key mask (mask[j] == 0:

@@ -71,10 +71,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
 
 const uint16_t* LayerContext::round16(uint16_t* buf, const float* x, int64_t rows,
                                       int64_t cols) const {
-  if (!buf) return nullptr;
-  PhaseScope ps(Phase::matmul);  // bf16 input rounding belongs to the products
-  to_bf16(buf, x, rows, cols, cols);
-  return buf;
+  return buf ? round_bf16(buf, x, rows * cols) : nullptr;
 }
 
 AttnDims LayerContext::dims(const LayerParams& lp) const {

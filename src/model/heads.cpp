@@ -71,9 +71,8 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute, bf16_map()(word));
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D);
-  std::memset(d3, 0, M * D * sizeof(float));
-  gelu_backward(d3, c.t1, d2_, M * D);
-  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d3, c.xin, lm_dense.w,
+  gelu_backward_inplace(d2_, c.t1, M * D);  // d2_ becomes the gradient of GELU's input
+  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d2_, c.xin, lm_dense.w,
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute,
                   bf16_map()(lm_dense.w));
   for (int64_t i = 0; i < M; ++i) {

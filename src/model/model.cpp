@@ -140,13 +140,8 @@ size_t Model::Impl::input_copy_bytes() const {
 Bf16Map Model::Impl::bf16_map() {
   if (train_compute != ComputeType::bf16) return {};
   if (!params16_current) {
-    PhaseScope ps(Phase::matmul);  // bf16 input rounding belongs to the products
     params16.resize(params.size());
-    // Rows of 4096 (the rounding runs parallel over rows), then the rest.
-    const int64_t n = static_cast<int64_t>(params.size()), cols = 4096, rows = n / cols;
-    if (rows > 0) to_bf16(params16.data(), params.data(), rows, cols, cols);
-    if (n > rows * cols)
-      to_bf16(params16.data() + rows * cols, params.data() + rows * cols, 1, n - rows * cols, 0);
+    round_bf16(params16.data(), params.data(), static_cast<int64_t>(params.size()));
     params16_current = true;
   }
   return {params.data(), params16.data()};
