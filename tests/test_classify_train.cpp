@@ -136,6 +136,19 @@ FinetuneOptions tiny_run(const std::string& dir, const std::string& out) {
   return o;
 }
 
+// The train records of a run's metrics.jsonl: {step, loss, accuracy} each.
+std::vector<std::vector<double>> train_lines(const std::string& path) {
+  std::vector<std::vector<double>> v;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const json r = json::parse(line);
+    if (r["split"] == "train")
+      v.push_back({r["step"].get<double>(), r["loss"].get<double>(), r["accuracy"].get<double>()});
+  }
+  return v;
+}
+
 class ClassifyTrain : public ::testing::Test {
  protected:
   static std::string dir_;
@@ -222,20 +235,38 @@ TEST_F(ClassifyTrain, ResumeAfterStopIsExact) {
   // The progress window in flight at the stop (steps 21-30; lines at 20 and 40) is saved in
   // the checkpoint: every train line, the first after the resume too, equals the
   // uninterrupted run's.
-  auto train_lines = [](const std::string& path) {
-    std::vector<std::vector<double>> v;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const json r = json::parse(line);
-      if (r["split"] == "train")
-        v.push_back({r["step"].get<double>(), r["loss"].get<double>(), r["accuracy"].get<double>()});
-    }
-    return v;
-  };
   const auto uninterrupted = train_lines(dir_ + "/run/metrics.jsonl");
   EXPECT_EQ(train_lines(dir_ + "/resumed/metrics.jsonl"), uninterrupted);
   EXPECT_GT(uninterrupted.size(), 3u);
+}
+
+TEST_F(ClassifyTrain, Bf16RunsCloseToF32AndResumesInBf16) {
+  // Padded to max_len, so that the products are large enough to run in bf16.
+  auto run = [&](const std::string& name, bool bf16, int64_t stop_after) {
+    FinetuneOptions o = tiny_run(dir_, dir_ + "/" + name);
+    o.pad_to_max = true;
+    o.epochs = 2;
+    o.log_every = 5;
+    o.bf16 = bf16;
+    o.stop_after = stop_after;
+    return finetune(o, false);
+  };
+  run("f32", false, 0);
+  run("bf16", true, 0);
+  const auto f = train_lines(dir_ + "/f32/metrics.jsonl");
+  const auto b = train_lines(dir_ + "/bf16/metrics.jsonl");
+  ASSERT_EQ(f.size(), b.size());
+  ASSERT_GE(f.size(), 6u);
+  EXPECT_NE(f, b) << "--bf16 changed nothing: no product ran in bf16";
+  for (size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(b[i][1], f[i][1], 0.05 * f[i][1] + 0.02) << i;
+  EXPECT_TRUE(json::parse(std::ifstream(dir_ + "/bf16/train_args.json"))["bf16"].get<bool>());
+  // Stopped and resumed, the run stays in bf16: its losses are the uninterrupted bf16 run's.
+  run("bf16-resumed", true, 12);
+  FinetuneOptions r;
+  r.out = dir_ + "/bf16-resumed";
+  r.quiet = true;
+  finetune(r, true);
+  EXPECT_EQ(train_lines(dir_ + "/bf16-resumed/metrics.jsonl"), b);
 }
 
 TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {

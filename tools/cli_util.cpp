@@ -99,6 +99,13 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
       ->group(group);
 }
 
+void add_train_compute_option(CLI::App* cmd, bool* bf16) {
+  cmd->add_flag("--bf16", *bf16,
+                "Mixed precision: bf16 matrix products (AVX512-BF16), f32 master weights, "
+                "gradients and optimiser (docs/training.md)")
+      ->group("Optimiser");
+}
+
 void add_compute_option(CLI::App* cmd, bool* bf16) {
   cmd->add_flag("--bf16", *bf16,
                 "Run the encoder's linear maps in bfloat16 (weights packed once, f32 "

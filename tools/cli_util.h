@@ -46,6 +46,8 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
                            const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
                            std::string* tokenizer_type);
 
+// --bf16 for the training commands (mixed precision, in group Optimiser).
+void add_train_compute_option(CLI::App* cmd, bool* bf16);
 // --bf16 for the inference commands (in group Speed).
 void add_compute_option(CLI::App* cmd, bool* bf16);
 ComputeType compute_type_of(bool bf16);

@@ -64,9 +64,7 @@ void add_pretrain(CLI::App& app) {
       ->capture_default_str()
       ->group("Run");
   add_checkpoint_options(cmd, &o->checkpoint_every, "Steps between checkpoints", &o->time_limit);
-  cmd->add_flag("--bf16", o->bf16,
-                "Mixed precision: bf16 matrix products (AVX512-BF16), f32 master weights")
-      ->group("Optimiser");
+  add_train_compute_option(cmd, &o->bf16);
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");

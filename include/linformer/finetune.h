@@ -41,6 +41,7 @@ struct FinetuneOptions {
   int64_t eval_every = 0;        // steps between dev evaluations (0: once per epoch)
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: at each evaluation)
   double time_limit = 0;         // seconds; 0 = none. Stops with a checkpoint.
+  bool bf16 = false;             // bf16 matrix products in training, f32 master weights
   int64_t stop_after = 0;        // stop after this many steps of this session, with a
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;

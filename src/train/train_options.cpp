@@ -60,7 +60,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FinetuneOptions, train, dev, out, init_from, 
                                    lowercase, pad_to_max, bucket, bad_rows, max_train, max_dev,
                                    metric, dropout, batch_size, grad_accum, eval_batch_size, epochs,
                                    warmup_ratio, seed, log_every, eval_every, checkpoint_every,
-                                   time_limit)
+                                   time_limit, bf16)
 
 json PretrainOptions::to_json() const {
   json j = *this;
@@ -82,7 +82,7 @@ json FinetuneOptions::to_json() const {
 }
 
 FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"lowercase", false}}).get<FinetuneOptions>();
+  auto o = with_defaults(j, {{"lowercase", false}, {"bf16", false}}).get<FinetuneOptions>();
   o.optim = optim_from_json(j);
   return o;
 }
