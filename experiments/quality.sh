@@ -15,7 +15,8 @@
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
 #   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
-#   --projection-lr-scale), PRETRAIN_ARGS (added to every new pretraining run, e.g. "--bf16").
+#   --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added to every new pretraining or
+#   finetuning run, e.g. "--bf16").
 set -euo pipefail
 stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
 LF=${2:-build/linformer}
@@ -63,7 +64,8 @@ finetune() {
   if [[ -f "$run/train_args.json" ]]; then
     "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$OUT/cls/$name.log" 2>&1
   else
-    "$LF" finetune --out "$run" --dev "$dev" --time-limit "$TIME_LIMIT" "$@" >"$OUT/cls/$name.log" 2>&1
+    "$LF" finetune --out "$run" --dev "$dev" --time-limit "$TIME_LIMIT" ${FINETUNE_ARGS:-} "$@" \
+      >"$OUT/cls/$name.log" 2>&1
   fi
   if [[ -d "$run/model" ]]; then
     "$LF" evaluate --model "$run/best" --data "$dev" --json "$run/eval.json" >>"$OUT/cls/$name.log" 2>&1
