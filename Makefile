@@ -36,7 +36,8 @@ test:
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
-# The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, -O1 -g)
+# The whole test suite built with AddressSanitizer + UndefinedBehaviorSanitizer (clang, -O1,
+# line tables)
 # in $(SAN_BUILD), with the shape checks at kernel and layer entry compiled in (LINFORMER_CHECKS),
 # together with the libFuzzer harnesses of tests/fuzz (one instrumented build serves both); the
 # first error aborts its test. Suppressions (third-party frames only) are in
@@ -48,7 +49,7 @@ SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
 san-configure:
 	scripts/setup.sh --test --fuzz
-	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_FUZZ=ON \
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINFORMER_FUZZ=ON \
 		-DLINFORMER_CHECKS=ON -DLINFORMER_BENCH=OFF -DLINFORMER_MPI=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
 sanitize: san-configure
 	$(SAN_ENV) cmake --build $(SAN_BUILD) -j $(JOBS)
