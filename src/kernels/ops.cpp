@@ -41,7 +41,7 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16,
-                     const uint16_t* inp16) {
+                     const uint16_t* inp16, GradInto into) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) && (!dW || inp)),
@@ -55,8 +55,8 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     g16 = round_bf16(dout16.data(), dout, rows * out_f);
   }
   if (dinp)
-    gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in, 1.f, dinp, in,
-         Bf16Inputs{g16, W16});
+    gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
+         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16});
   if (dW)
     gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
          Bf16Inputs{g16, inp16});

@@ -23,11 +23,15 @@ struct LinearDims {
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
                     const LinearDims& d, ComputeType t = ComputeType::f32,
                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
-// dinp += dout W; dW += dout^T inp; db += column sums of dout. Any of dinp/dW/db may be null.
-// In bf16, dout is rounded once for both products.
+// How a backward writes the gradient of its input: added to what the buffer holds, or
+// written over it (no need to zero the buffer first).
+enum class GradInto { add, overwrite };
+// dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
+// of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
-                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
+                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr,
+                     GradInto into = GradInto::add);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,

@@ -49,10 +49,9 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
-  zero(L.dctx, R * D);
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
   linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
-                  c.w16(lp.ao.w), A.ctx16);
+                  c.w16(lp.ao.w), A.ctx16, GradInto::overwrite);
   const AttnDims d = c.dims(lp);
   const int64_t kv_rows = c.B * d.Lk;
   zero(L.dq, R * D);
