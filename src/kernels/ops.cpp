@@ -102,7 +102,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
-                        int64_t C) {
+                        int64_t C, GradInto into) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_backward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (dinp && dw && db && dout && inp && w && mean && rstd),
             "layernorm_backward: null pointer");
@@ -132,9 +132,10 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
         sum_gx += static_cast<double>(gw) * (x[i] - m) * rs;
       }
       const float mg = static_cast<float>(sum_g / C), mgx = static_cast<float>(sum_gx / C);
+      const bool add = into == GradInto::add;
       for (int64_t i = 0; i < C; ++i) {
         const float xhat = (x[i] - m) * rs;
-        dx[i] += rs * (g[i] * w[i] - mg - xhat * mgx);
+        dx[i] = (add ? dx[i] : 0.f) + rs * (g[i] * w[i] - mg - xhat * mgx);
       }
     }
   });
@@ -266,12 +267,13 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
-                      uint64_t stream, int64_t first) {
+                      uint64_t stream, int64_t first, GradInto into) {
   PhaseScope ps(Phase::elementwise);
+  const bool add = into == GradInto::add;
   if (p <= 0.f) {
     parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) dinp[i] += dout[i];
+      for (int64_t i = i0; i < i1; ++i) dinp[i] = (add ? dinp[i] : 0.f) + dout[i];
     });
     return;
   }
@@ -279,7 +281,8 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
   const DropoutMask mask(p, seed, stream, first);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     mask.for_range(i0, i1, [&](int64_t i, bool keep) {
-      if (keep) dinp[i] += dout[i] * keep_scale;
+      const float base = add ? dinp[i] : 0.f;
+      dinp[i] = keep ? base + dout[i] * keep_scale : base;
     });
   });
 }

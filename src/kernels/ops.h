@@ -1,13 +1,19 @@
 // Element-wise and row-wise kernels, each a forward/backward pair of free functions.
 // Conventions (as in llm.c): outputs first; forward caches what backward needs;
 // backward ADDS into every gradient it produces (inputs and parameters), so callers zero
-// gradients once and residual branches simply accumulate.
+// gradients once and residual branches simply accumulate. Where a backward is the first to
+// write an input gradient, GradInto::overwrite writes over the buffer instead (no zeroing
+// pass over memory first).
 #pragma once
 #include <cstdint>
 
 #include "linformer/compute_type.h"
 
 namespace lf {
+
+// How a backward writes the gradient of its input: added to what the buffer holds, or
+// written over it.
+enum class GradInto { add, overwrite };
 
 // Sizes travel in small structs where a kernel takes three or more, so that two of them cannot
 // be swapped silently. Call sites name the fields: LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}.
@@ -23,9 +29,6 @@ struct LinearDims {
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
                     const LinearDims& d, ComputeType t = ComputeType::f32,
                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
-// How a backward writes the gradient of its input: added to what the buffer holds, or
-// written over it (no need to zero the buffer first).
-enum class GradInto { add, overwrite };
 // dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
 // of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
@@ -38,7 +41,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        const float* b, int64_t rows, int64_t C, float eps);
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
-                        int64_t C);
+                        int64_t C, GradInto into = GradInto::add);
 
 // GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
 void gelu_forward(float* out, const float* inp, int64_t n);
@@ -67,7 +70,7 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream, int64_t first = 0);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
-                      uint64_t stream, int64_t first = 0);
+                      uint64_t stream, int64_t first = 0, GradInto into = GradInto::add);
 
 // The embedding sum of B sequences of N tokens, C features; position t of a sequence uses
 // row t + pos_offset of the position table.

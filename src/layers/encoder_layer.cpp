@@ -36,8 +36,7 @@ void residual_add(float* out, const float* a, const float* b, int64_t n) {
 const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uint64_t seed,
                           uint64_t stream, int64_t first) {
   if (p <= 0.f) return dout;
-  zero(buf, n);
-  dropout_backward(buf, dout, n, p, seed, stream, first);
+  dropout_backward(buf, dout, n, p, seed, stream, first, GradInto::overwrite);
   return buf;
 }
 
@@ -153,18 +152,16 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
-    zero(L.d1, R * D);  // d f
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
-                       A.rstd2, R, D);
+                       A.rstd2, R, D, GradInto::overwrite);  // d f
     {
       PhaseScope ps(Phase::elementwise);
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
     ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
                  A.g, R, g, A.ffn_in16, A.g16);
-    zero(L.dres, R * D);  // d a
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
-                       A.rstd1, R, D);
+                       A.rstd1, R, D, GradInto::overwrite);  // d a
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
                               dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
   } else {
