@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -471,4 +472,73 @@ TEST(GradCheck, BackwardAccumulates) {
 }
 
 }  // namespace
+// GradInto::overwrite: the gradient written over a buffer of NaNs (whatever it held is
+// ignored) equals the one added into zeros, bit for bit.
+TEST(GradCheck, OverwriteEqualsAddingIntoZeros) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto expect_same = [](const std::string& what, const std::vector<float>& added,
+                        const std::vector<float>& written) {
+    ASSERT_EQ(added.size(), written.size());
+    bool nonzero = false;
+    for (size_t i = 0; i < added.size(); ++i) {
+      nonzero = nonzero || added[i] != 0.f;
+      ASSERT_EQ(added[i], written[i]) << what << " at " << i;
+    }
+    EXPECT_TRUE(nonzero) << what << ": gradient is identically zero, test is vacuous";
+  };
+  {  // linear (the input gradient; dW and db still accumulate)
+    const int64_t rows = 3, in = 4, out = 5;
+    const LinearDims d{/*rows=*/rows, /*in=*/in, /*out=*/out};
+    auto x = test::random_vec(rows * in, 1), W = test::random_vec(out * in, 2),
+         g = test::random_vec(rows * out, 3);
+    std::vector<float> dx0 = zeros(x.size()), dx1(x.size(), nan);
+    linear_backward(dx0.data(), nullptr, nullptr, g.data(), x.data(), W.data(), d);
+    linear_backward(dx1.data(), nullptr, nullptr, g.data(), x.data(), W.data(), d,
+                    ComputeType::f32, nullptr, nullptr, GradInto::overwrite);
+    expect_same("linear.dinp", dx0, dx1);
+  }
+  {  // layernorm
+    const int64_t rows = 3, C = 6;
+    auto x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5), b = test::random_vec(C, 6),
+         g = test::random_vec(rows * C, 7);
+    std::vector<float> y(rows * C), mean(rows), rstd(rows);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
+                      1e-5f);
+    std::vector<float> dx0 = zeros(x.size()), dx1(x.size(), nan), dw = zeros(C), db = zeros(C);
+    layernorm_backward(dx0.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), rows, C);
+    layernorm_backward(dx1.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), rows, C, GradInto::overwrite);
+    expect_same("layernorm.dinp", dx0, dx1);
+  }
+  for (float p : {0.f, 0.3f}) {  // dropout, with and without dropping
+    const int64_t n = 40;
+    auto g = test::random_vec(n, 8);
+    std::vector<float> d0 = zeros(n), d1(n, nan);
+    dropout_backward(d0.data(), g.data(), n, p, 5, 6);
+    dropout_backward(d1.data(), g.data(), n, p, 5, 6, 0, GradInto::overwrite);
+    expect_same("dropout p=" + std::to_string(p), d0, d1);
+  }
+  for (int64_t Lk : {4, 2}) {  // attention, standard and projected keys, with dropout
+    const AttnDims d{/*B=*/2, /*N=*/4,  /*Lk=*/Lk,       /*D=*/6,
+                     /*H=*/2, /*Dh=*/3, /*causal=*/false};
+    auto q = test::random_vec(48, 11), k = test::random_vec(2 * Lk * 6, 12),
+         v = test::random_vec(2 * Lk * 6, 13), g = test::random_vec(48, 14);
+    std::vector<float> ctx(48), probs(2 * 2 * 4 * Lk);
+    std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+    attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d, 0.5f,
+                      0.2f, 3, 4, scratch.data());
+    std::vector<float> q0 = zeros(48), k0 = zeros(k.size()), v0 = zeros(v.size());
+    std::vector<float> q1(48, nan), k1(k.size(), nan), v1(v.size(), nan);
+    attention_backward(q0.data(), k0.data(), v0.data(), g.data(), probs.data(), q.data(), k.data(),
+                       v.data(), d, 0.5f, 0.2f, 3, 4, scratch.data());
+    attention_backward(q1.data(), k1.data(), v1.data(), g.data(), probs.data(), q.data(), k.data(),
+                       v.data(), d, 0.5f, 0.2f, 3, 4, scratch.data(), ComputeType::f32, 0,
+                       GradInto::overwrite);
+    expect_same("attention.dq", q0, q1);
+    expect_same("attention.dk", k0, k1);
+    expect_same("attention.dv", v0, v1);
+  }
+}
+
 }  // namespace lf

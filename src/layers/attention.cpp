@@ -92,13 +92,15 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType prec, int64_t first_b) {
+                        ComputeType prec, int64_t first_b, GradInto into) {
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
   const int64_t per_thread = attention_scratch_floats(d);
+  // Each (sequence, head) writes its own column block of dq, dkk and dvv, once.
+  const float beta = into == GradInto::add ? 1.f : 0.f;
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
     float* s = scratch + thread_id() * per_thread;
     for (int64_t bh = i0; bh < i1; ++bh) {
@@ -113,11 +115,11 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
       }
       float* dP = s + tile;
       gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
-      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, 1.f, dvv + ko, d.D);
+      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, beta, dvv + ko, d.D);
       if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, drop_stream);
       softmax_backward(dP, P, dP, d.N, d.Lk, scale, false);
-      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, 1.f, dq + qo, d.D);
-      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, 1.f, dkk + ko, d.D);
+      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, beta, dq + qo, d.D);
+      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, beta, dkk + ko, d.D);
     }
   });
 }

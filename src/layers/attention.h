@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/ops.h"
 #include "linformer/compute_type.h"
 
 namespace lf {
@@ -24,11 +25,12 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch,
                        ComputeType t = ComputeType::f32, int64_t first_b = 0);
-// Accumulates into dq, dkk, dvv.
+// Accumulates into dq, dkk, dvv (writes over them with GradInto::overwrite).
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType t = ComputeType::f32, int64_t first_b = 0);
+                        ComputeType t = ComputeType::f32, int64_t first_b = 0,
+                        GradInto into = GradInto::add);
 // Per-thread scratch of attention_forward/backward: two N x Lk tiles, or one when no dropout
 // is applied (inference).
 int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);

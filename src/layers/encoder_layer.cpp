@@ -52,14 +52,10 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
                   c.w16(lp.ao.w), A.ctx16, GradInto::overwrite);
   const AttnDims d = c.dims(lp);
-  const int64_t kv_rows = c.B * d.Lk;
-  zero(L.dq, R * D);
-  zero(L.dkk, kv_rows * D);
-  zero(L.dvv, kv_rows * D);
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first);
+                     c.precision, c.first, GradInto::overwrite);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
                   c.w16(lp.q.w), A.in16);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
