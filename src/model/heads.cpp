@@ -62,19 +62,20 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
       cross_entropy(grad ? c.logits : nullptr, c.logits, targets.data(), M, V, gscale, nullptr);
   if (!grad) return loss;
   float* dlogits = c.logits;
-  Buffer<float> dt(3 * M * D);
-  dt.zero();
-  float* d3 = dt.data();
+  // Each gradient below is written over its buffer by the first backward that produces it.
+  if (mlm_grad.size() < static_cast<size_t>(3 * M * D)) mlm_grad.resize(3 * M * D);
+  float* d3 = mlm_grad.data();
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
   linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute, bf16_map()(word));
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute, bf16_map()(word),
+                  nullptr, GradInto::overwrite);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
-                     D);
+                     D, GradInto::overwrite);
   gelu_backward_inplace(d2_, c.t1, M * D);  // d2_ becomes the gradient of GELU's input
   linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d2_, c.xin, lm_dense.w,
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute,
-                  bf16_map()(lm_dense.w));
+                  bf16_map()(lm_dense.w), nullptr, GradInto::overwrite);
   for (int64_t i = 0; i < M; ++i) {
     float* dst = dhid + rows[i] * D;
     const float* src = dx + i * D;

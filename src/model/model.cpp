@@ -350,7 +350,8 @@ void Model::set_backward_observer(BackwardObserver* observer) {
   impl_->backward_observer = observer;
 }
 size_t Model::activation_bytes() const {
-  return impl_->arena.capacity() + impl_->head_arena.capacity() + impl_->input_copies;
+  return impl_->arena.capacity() + impl_->head_arena.capacity() +
+         impl_->mlm_grad.size() * sizeof(float) + impl_->input_copies;
 }
 size_t Model::forward_bytes(int64_t B, int64_t N, bool train, bool padded) const {
   return impl_->forward_bytes(B, N, train, padded);

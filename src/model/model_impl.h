@@ -53,8 +53,9 @@ struct Model::Impl : Layout {
   ComputeType train_compute = ComputeType::f32;
   size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
 
-  // Head workspace.
+  // Head workspace; the MLM head's gradients (grows only: no fresh pages each step).
   Arena head_arena;
+  Buffer<float> mlm_grad;
   BackwardObserver* backward_observer = nullptr;
 
   explicit Impl(const Config& c);
