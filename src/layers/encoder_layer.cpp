@@ -18,11 +18,6 @@ namespace lf {
 
 namespace {
 
-void zero(float* p, int64_t n) {
-  PhaseScope ps(Phase::elementwise);
-  std::memset(p, 0, n * sizeof(float));
-}
-
 // out = a + b over n elements (the residual sums).
 void residual_add(float* out, const float* a, const float* b, int64_t n) {
   PhaseScope ps(Phase::elementwise);
@@ -41,10 +36,10 @@ const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uin
 }
 
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
-// d(attention input) `din` (accumulated). dao may alias din: it is read in full (by the
-// output map's backward) before din is written.
+// d(attention input) `din` (added to it, or written over it with GradInto::overwrite). dao
+// may alias din: it is read in full (by the output map's backward) before din is written.
 void attention_branch_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                               const float* in, float* din, const float* dao) {
+                               const float* in, float* din, const float* dao, GradInto into) {
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
@@ -57,7 +52,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision, c.first, GradInto::overwrite);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
-                  c.w16(lp.q.w), A.in16);
+                  c.w16(lp.q.w), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
@@ -159,16 +154,16 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D, GradInto::overwrite);  // d a
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
-                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
+                              GradInto::add);
   } else {
-    zero(L.d2, R * D);
     ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
-                 A.h, A.g, R, g, A.ffn_in16, A.g16);
+                 A.h, A.g, R, g, A.ffn_in16, A.g16, GradInto::overwrite);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
-    zero(L.d2, R * D);
     attention_branch_backward(c, lp, A, l, A.ln1, L.d2,
-                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0));
+                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
+                              GradInto::overwrite);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, x_in, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D);
   }

@@ -18,11 +18,11 @@ struct FeedForward {
   // bf16 training: x16 is x rounded to bfloat16, and g is rounded into g16 (null: neither).
   void forward(float* y, float* h, float* g, const float* x, int64_t R,
                const uint16_t* x16 = nullptr, uint16_t* g16 = nullptr) const;
-  // dx += d(x) from dy [R,D]; parameter gradients through grad. dG: [R,F] scratch. x16, g16:
-  // forward's roundings (or null).
+  // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
+  // through grad. dG: [R,F] scratch. x16, g16: forward's roundings (or null).
   void backward(float* dx, float* dG, const float* dy, const float* x, const float* h,
                 const float* g, int64_t R, const GradMap& grad, const uint16_t* x16 = nullptr,
-                const uint16_t* g16 = nullptr) const;
+                const uint16_t* g16 = nullptr, GradInto into = GradInto::add) const;
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.
   void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;
