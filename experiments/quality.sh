@@ -33,11 +33,21 @@ mkdir -p "$OUT"
 corpus=$OUT/corpus
 tok=$OUT/tokenizer.model
 
+# finished RUN: the pretraining run reached its last step (its newest checkpoint is at
+# train_args.json's "steps"; a --time-limit stop also writes RUN/model, with the weights so far).
+finished() {
+  local run=$1 steps last
+  [[ -d "$run/model" && -f "$run/train_args.json" ]] || return 1
+  steps=$(grep -o '"steps": *[0-9]*' "$run/train_args.json" | grep -o '[0-9]*$')
+  last=$(ls "$run/checkpoints" | grep -o '^step-[0-9]*$' | sort | tail -n 1 | grep -o '[0-9]*$')
+  (( 10#${last:-0} >= steps ))
+}
+
 # pretrain NAME TOKENS N BATCH ARGS...: a pretraining run on the corpus (resumed if begun).
 pretrain() {
   local name=$1 tokens=$2 n=$3 batch=$4; shift 4
   local run=$OUT/pre/$name
-  [[ -d "$run/model" ]] && { echo "$name: done"; return 0; }
+  finished "$run" && { echo "$name: done"; return 0; }
   local steps=$(( (tokens + batch * n - 1) / (batch * n) ))
   if [[ -f "$run/train_args.json" ]]; then
     "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$OUT/pre/$name.log"
@@ -49,7 +59,7 @@ pretrain() {
       --eval-batches 40 --checkpoint-every 200 --log-every 50 --seed 1 \
       --time-limit "$TIME_LIMIT" ${PRETRAIN_ARGS:-} "$@" 2>&1 | tee "$OUT/pre/$name.log"
   fi
-  if [[ -d "$run/model" ]]; then
+  if finished "$run"; then
     "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len "$n" --seed 1 \
       --quiet --json-out "$run/perplexity.json" >/dev/null
   fi
@@ -104,7 +114,7 @@ stage_init() {
   for v in normal meanpool meanpool-lr0.01 meanpool-frozen fixed-meanpool; do
     local scale=1
     case $v in meanpool-lr0.01) scale=0.01 ;; meanpool-frozen) scale=0 ;; esac
-    [[ -d "$OUT/pre/init-$v/model" ]] && IMDB_TRAIN=$INIT_IMDB_TRAIN imdb "imdb-init-$v" \
+    finished "$OUT/pre/init-$v" && IMDB_TRAIN=$INIT_IMDB_TRAIN imdb "imdb-init-$v" \
       "$OUT/pre/init-$v/model" 512 --projection-lr-scale "$scale" --seed 1
   done
   return 0
@@ -122,7 +132,7 @@ stage_pretrain() {
 
 stage_finetune() {
   for m in standard-n512 lin-k128-n512 lin-k64-n512; do
-    [[ -d "$OUT/pre/$m/model" ]] || { echo "$m: not pretrained yet"; continue; }
+    finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     for seed in 1 2; do
       finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs 2 --batch-size 32 --lr 1e-4 \
@@ -131,7 +141,7 @@ stage_finetune() {
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
-  [[ -d "$OUT/pre/lin-k128-n2048/model" ]] &&
+  finished "$OUT/pre/lin-k128-n2048" &&
     imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 --batch-size 4 \
       --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
   return 0

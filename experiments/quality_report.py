@@ -39,6 +39,12 @@ def fmt(x, spec):
     return "–" if x is None else format(x, spec)
 
 
+def finished(run, steps):
+    """The run reached its last step (a --time-limit stop also writes run/model)."""
+    ckpts = [int(p.name[5:]) for p in (run / "checkpoints").glob("step-*") if p.name[5:].isdigit()]
+    return (run / "model").is_dir() and steps is not None and max(ckpts, default=0) >= steps
+
+
 def pretrain_rows(out):
     rows = []
     for run in sorted((out / "pre").glob("*/")):
@@ -56,7 +62,7 @@ def pretrain_rows(out):
                          seconds=elapsed,
                          valid=[(r["step"], math.exp(r["loss"])) for r in valid],
                          ppl=ppl.get("ppl"), bf16=args.get("bf16", False),
-                         seq_len=args.get("seq_len"), finished=(run / "model").is_dir()))
+                         seq_len=args.get("seq_len"), finished=finished(run, steps)))
     return rows
 
 
