@@ -17,6 +17,12 @@
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
 #   --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added to every new pretraining or
 #   finetuning run, e.g. "--bf16").
+# The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
+# training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
+# e.g. OUT=runs/quality TIME_LIMIT=3000 PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 \
+#        experiments/quality.sh init
+# then `pretrain` with INIT and PROJ_LR set from the study, then `finetune`;
+# experiments/quality_report.py OUT prints the tables.
 set -euo pipefail
 stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
 LF=${2:-build/linformer}
