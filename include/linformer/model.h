@@ -22,6 +22,8 @@ struct ParamInfo {
   Init init = Init::normal;
   bool decay = true;           // false for biases and LayerNorm parameters
   bool projection = false;     // a Linformer projection (E/F or conv kernel): its own lr scale
+  // Where the next tensor may start: every tensor is 64-byte aligned in the flat buffer.
+  size_t padded_end() const { return offset + (numel + 15) / 16 * 16; }
 };
 
 // The parameter table for a config, in a fixed order.

@@ -13,14 +13,6 @@
 
 namespace lf::dist {
 
-namespace {
-
-int64_t padded_end(const ParamInfo& p) {
-  return static_cast<int64_t>(p.offset + (p.numel + 15) / 16 * 16);
-}
-
-}  // namespace
-
 GradReducer::GradReducer(Model& model, Comm& comm, int64_t bucket_floats)
     : model_(model), comm_(comm) {
   grads_ = model.grad_data();
@@ -29,12 +21,12 @@ GradReducer::GradReducer(Model& model, Comm& comm, int64_t bucket_floats)
   int64_t total = 0;
   std::vector<int64_t> lo(L, -1), hi(L, -1);
   for (const ParamInfo& p : model.params()) {
-    total = std::max(total, padded_end(p));
+    total = std::max(total, static_cast<int64_t>(p.padded_end()));
     const std::string prefix = "roberta.encoder.layer.";
     if (p.name.rfind(prefix, 0) != 0) continue;
     const int64_t l = std::stoll(p.name.substr(prefix.size()));
     lo[l] = lo[l] < 0 ? static_cast<int64_t>(p.offset) : std::min<int64_t>(lo[l], p.offset);
-    hi[l] = std::max(hi[l], padded_end(p));
+    hi[l] = std::max(hi[l], static_cast<int64_t>(p.padded_end()));
   }
   // Segments in the order backward completes them; each lies just below the previous one.
   struct Seg {
@@ -137,7 +129,8 @@ std::string GradReducer::describe() const {
 uint64_t weight_checksum(Model& model) {
   const float* w = model.param_data();
   int64_t total = 0;
-  for (const ParamInfo& p : model.params()) total = std::max(total, padded_end(p));
+  for (const ParamInfo& p : model.params())
+    total = std::max(total, static_cast<int64_t>(p.padded_end()));
   // A sum of per-element hashes: independent of the order the threads add them in.
   std::vector<uint64_t> part(num_threads() + 1, 0);
   parallel_for(0, total, 1 << 16, [&](int64_t i0, int64_t i1) {

@@ -41,7 +41,7 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
   size_t total = 0;
   for (size_t i = 0; i < table.size(); ++i) {
     index[table[i].name] = i;
-    total = std::max(total, table[i].offset + (table[i].numel + 15) / 16 * 16);
+    total = std::max(total, table[i].padded_end());
   }
   require_memory(4.0 * static_cast<double>(total),
                  "model: " + std::to_string(total) + " parameters (4 bytes each)");

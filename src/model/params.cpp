@@ -16,8 +16,7 @@ struct TableBuilder {
     p.numel = 1;
     for (int64_t d : p.shape) p.numel *= static_cast<size_t>(d);
     p.offset = offset;
-    // Keep every tensor 64-byte aligned inside the flat buffer.
-    offset += (p.numel + 15) / 16 * 16;
+    offset = p.padded_end();
     p.init = init;
     p.decay = decay;
     t.push_back(std::move(p));
