@@ -98,20 +98,12 @@ TEST(DataParallel, SlicesWithTheirGlobalPositionEqualTheWholeBatch) {
 // A Comm that records the non-blocking sums it is asked to start, and checks at each start
 // whether backward has reached the embeddings yet (the position embeddings' gradient is still
 // zero; the word embeddings are tied to the MLM head, which has run before backward).
-class RecordingComm final : public dist::Comm {
+// The other operations are the single process's identities.
+class RecordingComm final : public dist::SingleProcess {
  public:
   explicit RecordingComm(Model& m) : m_(m) {}
-  int rank() const override { return 0; }
   int size() const override { return 2; }
   std::string describe() const override { return "recording"; }
-  void sum(float*, int64_t, const char*) override {}
-  void sum(double*, int64_t, const char*) override {}
-  void sum(int64_t*, int64_t, const char*) override {}
-  void max(int64_t*, int64_t, const char*) override {}
-  void min(int64_t*, int64_t, const char*) override {}
-  void max(double*, int64_t, const char*) override {}
-  void broadcast(void*, int64_t, int, const char*) override {}
-  void barrier(const char*) override {}
   void start_sum(float* x, int64_t n, const char* what) override {
     const ParamInfo* pos = m_.find("roberta.embeddings.position_embeddings.weight");
     const float* gp = m_.grad_data() + pos->offset;

@@ -16,26 +16,6 @@ void mpi_abort(int code);    // comm_mpi.cpp: MPI_Abort when MPI is up, else ret
 
 namespace {
 
-class SingleProcess final : public Comm {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string describe() const override { return "single process"; }
-  void sum(float*, int64_t, const char*) override {}
-  void sum(double*, int64_t, const char*) override {}
-  void sum(int64_t*, int64_t, const char*) override {}
-  void max(int64_t*, int64_t, const char*) override {}
-  void min(int64_t*, int64_t, const char*) override {}
-  void max(double*, int64_t, const char*) override {}
-  void broadcast(void*, int64_t, int from, const char* what) override {
-    LF_CHECK(from == 0, what, ": broadcast from rank ", from, " in a single process");
-  }
-  void barrier(const char*) override {}
-  void start_sum(float*, int64_t, const char*) override {}
-  void progress() override {}
-  void wait_all() override {}
-};
-
 // Processes mpirun started (Open MPI's environment), 0 when not launched by it.
 int launched_size() {
   const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -57,6 +37,10 @@ Comm* make_world() {
 }
 
 }  // namespace
+
+void SingleProcess::broadcast(void*, int64_t, int from, const char* what) {
+  LF_CHECK(from == 0, what, ": broadcast from rank ", from, " in a single process");
+}
 
 Comm& single_process() {
   static SingleProcess one;

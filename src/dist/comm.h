@@ -46,12 +46,32 @@ class Comm {
 // finalised at exit. Launched by mpirun with several processes but built without MPI: throws
 // lf::Error saying so (the processes would otherwise each run the whole job).
 Comm& world();
-// Whether world() has been set up, and the rank and size without setting it up (0 and 1).
+// Whether world() has been set up.
 bool world_started();
 // Ends every process of the job (MPI_Abort) with `code`; a single process just exits.
 [[noreturn]] void abort_job(int code);
 
-// The single-process implementation (tests use it directly).
+// One process: every reduction and the barrier are the identity, a broadcast must come from
+// rank 0. Tests derive fakes from it.
+class SingleProcess : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string describe() const override { return "single process"; }
+  void sum(float*, int64_t, const char*) override {}
+  void sum(double*, int64_t, const char*) override {}
+  void sum(int64_t*, int64_t, const char*) override {}
+  void max(int64_t*, int64_t, const char*) override {}
+  void min(int64_t*, int64_t, const char*) override {}
+  void max(double*, int64_t, const char*) override {}
+  void broadcast(void*, int64_t, int from, const char* what) override;
+  void barrier(const char*) override {}
+  void start_sum(float*, int64_t, const char*) override {}
+  void progress() override {}
+  void wait_all() override {}
+};
+
+// The single-process communicator (tests use it directly).
 Comm& single_process();
 
 }  // namespace lf::dist
