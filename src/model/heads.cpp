@@ -113,20 +113,20 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   const double loss = cross_entropy(grad ? logits : nullptr, logits, labels, B, C,
                                     weight / static_cast<float>(B), nullptr);
   if (!grad) return loss;
+  // Each gradient is written over its buffer by the first backward that produces it (tanh's
+  // backward only adds, so its buffer is zeroed).
   Buffer<float> g(3 * B * D);
-  g.zero();
   float* dtd = g.data();
   float* dt = dtd + B * D;
   float* dc = dt + B * D;
   linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, out,
-                  train_compute);
-  dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden), f0);
+                  train_compute, nullptr, nullptr, GradInto::overwrite);
+  dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden), f0, GradInto::overwrite);
   std::memset(dtd, 0, B * D * sizeof(float));
   tanh_backward(dtd, t, dt, B * D);
   linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, dense,
-                  train_compute);
-  std::memset(dt, 0, B * D * sizeof(float));
-  dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn), f0);
+                  train_compute, nullptr, nullptr, GradInto::overwrite);
+  dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn), f0, GradInto::overwrite);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < D; ++j) dhid[b * N * D + j] += dt[b * D + j];
   return loss;
