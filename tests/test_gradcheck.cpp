@@ -342,6 +342,24 @@ void expect_accumulated(const std::string& what, const std::vector<float>& from_
   EXPECT_TRUE(nonzero) << what << ": gradient is identically zero, test is vacuous";
 }
 
+// A LayerNorm over 3 rows of 6 with random input, weights and output gradient, and the
+// forward pass's saved statistics: what a backward check needs.
+struct LayerNormCase {
+  static constexpr int64_t rows = 3, C = 6;
+  std::vector<float> x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5),
+                     b = test::random_vec(C, 6), g = test::random_vec(rows * C, 7);
+  std::vector<float> y = std::vector<float>(rows * C), mean = std::vector<float>(rows),
+                     rstd = std::vector<float>(rows);
+  LayerNormCase() {
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
+                      1e-5f);
+  }
+  void backward(float* dx, float* dw, float* db, GradInto into = GradInto::add) const {
+    layernorm_backward(dx, dw, db, g.data(), x.data(), w.data(), mean.data(), rstd.data(), rows,
+                       C, into);
+  }
+};
+
 TEST(GradCheck, BackwardAccumulates) {
   const float c = 0.375f;
   auto two = [&](size_t n) { return std::make_pair(zeros(n), std::vector<float>(n, c)); };
@@ -360,19 +378,12 @@ TEST(GradCheck, BackwardAccumulates) {
     expect_accumulated("linear.db", db0, db1, c);
   }
   {  // layernorm
-    const int64_t rows = 3, C = 6;
-    auto x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5), b = test::random_vec(C, 6),
-         g = test::random_vec(rows * C, 7);
-    std::vector<float> y(rows * C), mean(rows), rstd(rows);
-    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
-                      1e-5f);
-    auto [dx0, dx1] = two(x.size());
-    auto [dw0, dw1] = two(C);
-    auto [db0, db1] = two(C);
-    layernorm_backward(dx0.data(), dw0.data(), db0.data(), g.data(), x.data(), w.data(),
-                       mean.data(), rstd.data(), rows, C);
-    layernorm_backward(dx1.data(), dw1.data(), db1.data(), g.data(), x.data(), w.data(),
-                       mean.data(), rstd.data(), rows, C);
+    const LayerNormCase ln;
+    auto [dx0, dx1] = two(ln.x.size());
+    auto [dw0, dw1] = two(ln.C);
+    auto [db0, db1] = two(ln.C);
+    ln.backward(dx0.data(), dw0.data(), db0.data());
+    ln.backward(dx1.data(), dw1.data(), db1.data());
     expect_accumulated("layernorm.dinp", dx0, dx1, c);
     expect_accumulated("layernorm.dw", dw0, dw1, c);
     expect_accumulated("layernorm.db", db0, db1, c);
@@ -498,17 +509,11 @@ TEST(GradCheck, OverwriteEqualsAddingIntoZeros) {
     expect_same("linear.dinp", dx0, dx1);
   }
   {  // layernorm
-    const int64_t rows = 3, C = 6;
-    auto x = test::random_vec(rows * C, 4), w = test::random_vec(C, 5), b = test::random_vec(C, 6),
-         g = test::random_vec(rows * C, 7);
-    std::vector<float> y(rows * C), mean(rows), rstd(rows);
-    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
-                      1e-5f);
-    std::vector<float> dx0 = zeros(x.size()), dx1(x.size(), nan), dw = zeros(C), db = zeros(C);
-    layernorm_backward(dx0.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                       mean.data(), rstd.data(), rows, C);
-    layernorm_backward(dx1.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                       mean.data(), rstd.data(), rows, C, GradInto::overwrite);
+    const LayerNormCase ln;
+    std::vector<float> dx0 = zeros(ln.x.size()), dx1(ln.x.size(), nan), dw = zeros(ln.C),
+                       db = zeros(ln.C);
+    ln.backward(dx0.data(), dw.data(), db.data());
+    ln.backward(dx1.data(), dw.data(), db.data(), GradInto::overwrite);
     expect_same("layernorm.dinp", dx0, dx1);
   }
   for (float p : {0.f, 0.3f}) {  // dropout, with and without dropping
