@@ -52,8 +52,6 @@ Comm& world() {
   return *g_world;
 }
 
-bool world_started() { return g_world != nullptr; }
-
 void abort_job(int code) {
   std::fflush(stdout);
   std::fflush(stderr);

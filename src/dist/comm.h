@@ -46,8 +46,6 @@ class Comm {
 // finalised at exit. Launched by mpirun with several processes but built without MPI: throws
 // lf::Error saying so (the processes would otherwise each run the whole job).
 Comm& world();
-// Whether world() has been set up.
-bool world_started();
 // Ends every process of the job (MPI_Abort) with `code`; a single process just exits.
 [[noreturn]] void abort_job(int code);
 

@@ -75,9 +75,7 @@ LoopResult TrainLoop::run(TrainTask& task) {
       step_loss += task.micro_batch(step, m, dropout_seed, counts);
     }
     if (multi) {
-      const double waited = reducer_->finish();
-      comm_window_ += waited;
-      comm_total_ += waited;
+      add_comm_wait(reducer_->finish());
       double v[4] = {step_loss, counts.tokens, static_cast<double>(counts.examples),
                      static_cast<double>(counts.correct)};
       comm_->sum(v, 4, "the step's loss and counts");

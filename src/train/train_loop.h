@@ -128,7 +128,6 @@ class TrainLoop {
     comm_window_ += seconds;
     comm_total_ += seconds;
   }
-  double comm_wait_total() const { return comm_total_; }
 
  private:
   bool limit_reached(int64_t done) const;
