@@ -16,7 +16,8 @@
 #   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
 #   --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added to every new pretraining or
-#   finetuning run, e.g. "--bf16").
+#   finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
+#   run, default all four: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048).
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
 # training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
 # e.g. OUT=runs/quality TIME_LIMIT=3000 PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 \
@@ -34,6 +35,7 @@ INIT_TOKENS=${INIT_TOKENS:-3000000}
 IMDB_TRAIN=${IMDB_TRAIN:-10000}
 INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 PROJ_LR=${PROJ_LR:-1}
+MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
 corpus=$OUT/corpus
@@ -126,18 +128,26 @@ stage_init() {
   return 0
 }
 
+wanted() { [[ " $MODELS " == *" $1 "* ]]; }  # NAME: is NAME among MODELS?
+
 stage_pretrain() {
-  pretrain standard-n512 "$TOKENS" 512 8 --config "$(config standard 512 128 layerwise)"
-  pretrain lin-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
-    ${INIT:-} --projection-lr-scale "$PROJ_LR"
-  pretrain lin-k64-n512 "$TOKENS" 512 8 --config "$(config linformer 512 64 layerwise)" \
-    ${INIT:-} --projection-lr-scale "$PROJ_LR"
-  pretrain lin-k128-n2048 "$TOKENS" 2048 2 --config "$(config linformer 2048 128 layerwise)" \
-    ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  wanted standard-n512 &&
+    pretrain standard-n512 "$TOKENS" 512 8 --config "$(config standard 512 128 layerwise)"
+  wanted lin-k128-n512 &&
+    pretrain lin-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
+      ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  wanted lin-k64-n512 &&
+    pretrain lin-k64-n512 "$TOKENS" 512 8 --config "$(config linformer 512 64 layerwise)" \
+      ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  wanted lin-k128-n2048 &&
+    pretrain lin-k128-n2048 "$TOKENS" 2048 2 --config "$(config linformer 2048 128 layerwise)" \
+      ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  return 0
 }
 
 stage_finetune() {
   for m in standard-n512 lin-k128-n512 lin-k64-n512; do
+    wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     for seed in 1 2; do
       finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
@@ -147,7 +157,7 @@ stage_finetune() {
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
-  finished "$OUT/pre/lin-k128-n2048" &&
+  wanted lin-k128-n2048 && finished "$OUT/pre/lin-k128-n2048" &&
     imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 --batch-size 4 \
       --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
   return 0
