@@ -147,7 +147,7 @@ void BM_Attention(benchmark::State& st) {
   const float scale = 0.125f;
   const int T = num_threads();
   Buffer<float> scr(kind == 1 ? attention_streaming_work_floats(kStreamQueryBlock, d) * T
-                              : attention_scratch_floats(d, false) * T);
+                              : attention_scratch_floats(d, false));
   for (auto _ : st) {
     if (kind == 1)
       attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,

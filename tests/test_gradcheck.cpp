@@ -192,7 +192,7 @@ void attention_gradcheck(const AttnCase& c) {
   }
   const float* km = c.mask ? mask.data() : nullptr;
   std::vector<float> ctx(q.size()), probs(c.B * c.H * c.N * c.Lk);
-  std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+  std::vector<float> scratch(attention_scratch_floats(d));
   const uint64_t seed = 1234, stream = 56;
   auto loss = [&] {
     attention_forward(ctx.data(), probs.data(), q.data(), kk.data(), vv.data(), km, d, scale,
@@ -265,7 +265,7 @@ void seq_project_gradcheck(bool with_mask, bool with_em) {
         EXPECT_NEAR(em[b * K + j], s, 1e-5);
       }
   auto dx = zeros(x.size()), dE = zeros(E.size());
-  std::vector<float> scratch(K * N);
+  std::vector<float> scratch(B * K * N);
   seq_project_backward(dx.data(), dE.data(), r.data(), with_em ? r2.data() : nullptr, Ebm.data(),
                        E.data(), x.data(), m, sd, scratch.data());
   const std::string tag =
@@ -436,7 +436,7 @@ TEST(GradCheck, BackwardAccumulates) {
     auto q = test::random_vec(48, 11), k = test::random_vec(48, 12), v = test::random_vec(48, 13),
          g = test::random_vec(48, 14);
     std::vector<float> ctx(48), probs(2 * 2 * 4 * 4);
-    std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+    std::vector<float> scratch(attention_scratch_floats(d));
     attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d, 0.5f,
                       0.2f, 3, 4, scratch.data());
     auto [q0, q1] = two(48);
@@ -456,7 +456,7 @@ TEST(GradCheck, BackwardAccumulates) {
          g = test::random_vec(B * K * C, 17), gem = test::random_vec(B * K, 18);
     std::vector<float> mask = {1, 1, 1, 1, 1, 0, 1, 0};
     const float* m = with_mask ? mask.data() : nullptr;
-    std::vector<float> out(B * K * C), em(B * K), Ebm(B * K * N), scratch(K * N);
+    std::vector<float> out(B * K * C), em(B * K), Ebm(B * K * N), scratch(B * K * N);
     const SeqProjDims sd{/*B=*/B, /*N=*/N, /*K=*/K, /*C=*/C, /*ldE=*/N, /*ldx=*/C, /*ldo=*/C};
     seq_project_forward(out.data(), em.data(), Ebm.data(), E.data(), x.data(), m, sd);
     auto [x0, x1] = two(x.size());
@@ -530,7 +530,7 @@ TEST(GradCheck, OverwriteEqualsAddingIntoZeros) {
     auto q = test::random_vec(48, 11), k = test::random_vec(2 * Lk * 6, 12),
          v = test::random_vec(2 * Lk * 6, 13), g = test::random_vec(48, 14);
     std::vector<float> ctx(48), probs(2 * 2 * 4 * Lk);
-    std::vector<float> scratch(attention_scratch_floats(d) * omp_get_max_threads());
+    std::vector<float> scratch(attention_scratch_floats(d));
     attention_forward(ctx.data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d, 0.5f,
                       0.2f, 3, 4, scratch.data());
     std::vector<float> q0 = zeros(48), k0 = zeros(k.size()), v0 = zeros(v.size());

@@ -217,13 +217,13 @@ std::vector<OpCase> op_cases() {
     auto km = [masked](const Inputs& in) { return masked ? in[3].v.data() : nullptr; };
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> probs(d.B * d.H * d.N * d.Lk),
-          scratch(attention_scratch_floats(d) * num_threads());
+          scratch(attention_scratch_floats(d));
       attention_forward(ctx, probs.data(), in[0].v.data(), in[1].v.data(), in[2].v.data(), km(in),
                         d, scale, 0.f, 0, 0, scratch.data());
     };
     c.backward = [=](const Inputs& in, const float* dctx, Grads& g) {
       std::vector<float> ctx(d.B * d.N * d.D), probs(d.B * d.H * d.N * d.Lk),
-          scratch(attention_scratch_floats(d) * num_threads());
+          scratch(attention_scratch_floats(d));
       attention_forward(ctx.data(), probs.data(), in[0].v.data(), in[1].v.data(), in[2].v.data(),
                         km(in), d, scale, 0.f, 0, 0, scratch.data());
       attention_backward(g[0].data(), g[1].data(), g[2].data(), dctx, probs.data(), in[0].v.data(),
@@ -278,7 +278,7 @@ std::vector<OpCase> op_cases() {
           }
     };
     c.backward = [=](const Inputs& in, const float* dout, Grads& g) {
-      std::vector<float> out(sd.B * sd.K * sd.ldo), ebm(sd.B * sd.K * sd.N), scratch(sd.K * sd.N);
+      std::vector<float> out(sd.B * sd.K * sd.ldo), ebm(sd.B * sd.K * sd.N), scratch(sd.B * sd.K * sd.N);
       seq_project_forward(out.data(), nullptr, ebm.data(), in[0].v.data(), in[1].v.data(),
                           in[2].v.data(), sd);
       seq_project_backward(g[1].data(), g[0].data(), dout, nullptr, ebm.data(), in[0].v.data(),

@@ -214,7 +214,7 @@ TEST(StreamingAttention, MatchesStandardKernel) {
     for (int64_t t = 0; t < d.N; ++t) mask[2 * d.N + t] = 0.f;  // b = 2: nothing real
     for (int64_t t = 450; t < d.N; ++t) mask[d.N + t] = 0.f;    // b = 1: padded tail
     std::vector<float> ref(n), got(n, 123.f);
-    std::vector<float> scratch(attention_scratch_floats(d, false) * num_threads());
+    std::vector<float> scratch(attention_scratch_floats(d, false));
     const float scale = 0.25f;
     attention_forward(ref.data(), nullptr, q.data(), k.data(), v.data(), mask.data(), d, scale, 0.f,
                       0, 0, scratch.data());

@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -65,23 +66,15 @@ namespace {
 // densely, so their leading dimensions are not part of it).
 using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, float, float>;
 
-struct Bf16Product {
+// A cached oneDNN matmul and the memory descriptors it was built for.
+struct Product {
   dnnl::memory::desc a, b, c;
   dnnl::matmul prim;
 };
 
-// The primitive for a shape, built on first use; one cache per thread (primitives are not
-// shared between threads that may run them at once).
-const Bf16Product& bf16_product(const Bf16Key& key) {
-  thread_local std::map<Bf16Key, Bf16Product> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  using dt = dnnl::memory::data_type;
-  const auto [ta, tb, M, N, K, ldc, alpha, beta] = key;
-  // Logical op(A) is M x K: strides {K, 1} for plain storage, {1, M} for the transposed one.
-  dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
-  dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
-  dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+// c = alpha a b + beta c.
+Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                     const dnnl::memory::desc& c, float alpha, float beta) {
   dnnl::primitive_attr attr;
   if (alpha != 1.f) attr.set_output_scales(0, {alpha});
   if (beta != 0.f) {
@@ -90,7 +83,31 @@ const Bf16Product& bf16_product(const Bf16Key& key) {
     attr.set_post_ops(po);
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
-  return cache.emplace(key, Bf16Product{a, b, c, dnnl::matmul(pd)}).first->second;
+  return Product{a, b, c, dnnl::matmul(pd)};
+}
+
+// Runs p on the operands at a, b and c.
+void run(const Product& p, const void* a, const void* b, float* c) {
+  thread_local dnnl::stream strm(cpu_engine());
+  dnnl::memory ma(p.a, cpu_engine(), const_cast<void*>(a)),
+      mb(p.b, cpu_engine(), const_cast<void*>(b)), mc(p.c, cpu_engine(), c);
+  p.prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  strm.wait();
+}
+
+// The primitive for a shape, built on first use; one cache per thread (primitives are not
+// shared between threads that may run them at once).
+const Product& bf16_product(const Bf16Key& key) {
+  thread_local std::map<Bf16Key, Product> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  using dt = dnnl::memory::data_type;
+  const auto [ta, tb, M, N, K, ldc, alpha, beta] = key;
+  // Logical op(A) is M x K: strides {K, 1} for plain storage, {1, M} for the transposed one.
+  dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
+  dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
+  dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  return cache.emplace(key, make_product(a, b, c, alpha, beta)).first->second;
 }
 
 // C = alpha op(A) op(B) + beta C with bf16 inputs through a cached oneDNN matmul primitive;
@@ -99,7 +116,6 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                const Bf16Inputs& pre) {
   thread_local Buffer<uint16_t> abuf, bbuf;
-  thread_local dnnl::stream strm(cpu_engine());
   const uint16_t* a = pre.a;
   const uint16_t* b = pre.b;
   if (!a) {
@@ -114,11 +130,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
     to_bf16(bbuf.data(), B, br, bc, ldb);
     b = bbuf.data();
   }
-  const Bf16Product& p = bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta});
-  dnnl::memory ma(p.a, cpu_engine(), const_cast<uint16_t*>(a)),
-      mb(p.b, cpu_engine(), const_cast<uint16_t*>(b)), mc(p.c, cpu_engine(), C);
-  p.prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-  strm.wait();
+  run(bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta}), a, b, C);
 }
 
 }  // namespace
@@ -152,6 +164,82 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
                                 ldb, beta, C, ldc);
   LF_CHECK(st == dnnl_success, "gemm: oneDNN sgemm failed (status ", static_cast<int>(st),
            ") for M=", M, " N=", N, " K=", K, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
+}
+
+namespace {
+
+// A batched product's shape and layouts: everything its oneDNN primitive depends on.
+using BatchedKey = std::tuple<bool, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t,
+                              float, float, std::array<int64_t, 9>>;
+
+// Floats from an operand's first element to one past its last one.
+int64_t span(int64_t nb, int64_t nh, int64_t rows, int64_t cols, BatchLayout l) {
+  return (l.sb ? nb - 1 : 0) * l.sb + (l.sh ? nh - 1 : 0) * l.sh + (rows - 1) * l.ld + cols;
+}
+
+const Product& batched_product(const BatchedKey& key) {
+  thread_local std::map<BatchedKey, Product> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  const auto [bf16, nb, nh, ta, tb, M, N, K, alpha, beta, st] = key;
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  // Logical op(A) is M x K; a transposed operand swaps its last two strides. A broadcast
+  // dimension has extent 1 and is given the stride of a dense layout (oneDNN takes a zero
+  // stride for an unusual format and falls back to its reference kernel).
+  const auto desc = [&](int64_t r, int64_t c, int64_t sb, int64_t sh, int64_t ld, bool t, dt d) {
+    const int64_t eb = sb ? nb : 1, eh = sh ? nh : 1;
+    const int64_t dense_h = sh ? sh : ld * (t ? c : r), dense_b = sb ? sb : dense_h * eh;
+    return dnnl::memory::desc({eb, eh, r, c}, d,
+                              t ? dims{dense_b, dense_h, 1, ld} : dims{dense_b, dense_h, ld, 1});
+  };
+  const auto a = desc(M, K, st[0], st[1], st[2], ta, in);
+  const auto b = desc(K, N, st[3], st[4], st[5], tb, in);
+  const auto c = desc(M, N, st[6], st[7], st[8], false, dt::f32);
+  return cache.emplace(key, make_product(a, b, c, alpha, beta)).first->second;
+}
+
+}  // namespace
+
+void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
+                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la,
+                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc) {
+  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && A && B && C,
+            "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
+            " K=", K);
+  LF_DCHECK(la.ld >= (trans_a ? M : K) && lb.ld >= (trans_b ? K : N) && lc.ld >= N &&
+                (nb == 1 || lc.sb > 0) && (nh == 1 || lc.sh > 0),
+            "gemm_batched: leading dimension or output batch stride too small for M=", M,
+            " N=", N, " K=", K);
+  const double flops = 2.0 * static_cast<double>(nb * nh) * static_cast<double>(M) * N * K;
+  PhaseScope ps(Phase::matmul, flops);
+  const bool bf16 = gemm_runs_bf16(t, M, N, K * nb * nh);
+  if (!bf16) {  // f32: one sgemm per matrix, the threads splitting the batch
+    parallel_for(0, nb * nh, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = i / nh, h = i % nh;
+        gemm(ComputeType::f32, trans_a, trans_b, M, N, K, alpha, A + b * la.sb + h * la.sh, la.ld,
+             B + b * lb.sb + h * lb.sh, lb.ld, beta, C + b * lc.sb + h * lc.sh, lc.ld);
+      }
+    });
+    return;
+  }
+  const void* a = A;
+  const void* b = B;
+  if (bf16) {  // each operand rounded once over its span, keeping its strides
+    thread_local Buffer<uint16_t> abuf, bbuf;
+    const int64_t na = span(nb, nh, trans_a ? K : M, trans_a ? M : K, la);
+    const int64_t nbb = span(nb, nh, trans_b ? N : K, trans_b ? K : N, lb);
+    if (abuf.size() < static_cast<size_t>(na)) abuf.resize(na);
+    if (bbuf.size() < static_cast<size_t>(nbb)) bbuf.resize(nbb);
+    a = round_bf16(abuf.data(), A, na);
+    b = round_bf16(bbuf.data(), B, nbb);
+  }
+  const BatchedKey key{bf16, nb, nh, trans_a, trans_b, M, N, K, alpha, beta,
+                       std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb,
+                                              lc.sh, lc.ld}};
+  run(batched_product(key), a, b, C);
 }
 
 void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

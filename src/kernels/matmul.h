@@ -43,6 +43,23 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 // Whether gemm(t, ...) of this size runs in bf16 (and so would use Bf16Inputs).
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K);
 
+// Where one operand of a batched product keeps its matrices: matrix (b, h) starts at
+// b * sb + h * sh and its rows are ld apart (columns contiguous). A zero batch stride shares
+// one matrix across that batch dimension (broadcast).
+struct BatchLayout {
+  int64_t sb = 0, sh = 0, ld = 0;
+};
+
+// C_bh = alpha op(A_bh) op(B_bh) + beta C_bh for every b < nb, h < nh: the per-head products
+// of attention and the per-sequence products of the sequence projections, too small to run
+// well one call at a time. In bf16 (when the whole batch is large enough for gemm_runs_bf16)
+// one oneDNN matmul over the batch, each operand rounded once over the span it occupies; in
+// f32 one sgemm per matrix, the threads splitting the batch. Shapes as in gemm(); C has no
+// zero batch stride. Call outside parallel regions.
+void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
+                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la,
+                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc);
+
 // Plain triple loop with double accumulation: the reference the tests compare against.
 void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,

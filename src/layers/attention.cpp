@@ -14,12 +14,6 @@
 
 namespace lf {
 
-int64_t attention_scratch_floats(const AttnDims& d, bool dropout) {
-  // Two N x Lk tiles (probabilities / their gradient or dropped-out copy), rounded to 64 bytes;
-  // one tile suffices for a forward pass without dropout.
-  return ((dropout ? 2 : 1) * d.N * d.Lk + 15) / 16 * 16;
-}
-
 namespace {
 
 // Shape checks at kernel entry (LF_DCHECK: debug and LINFORMER_CHECKS builds).
@@ -45,6 +39,97 @@ void check(const PoolDims& d, const char* what) {
             " (K windows of w must cover N)");
 }
 
+// The (batch element, head) pairs one batched product covers: elements [b0, b0 + nb), heads
+// [h0, h0 + nh); their N x Lk tiles are consecutive in the block's scratch.
+struct HeadBlock {
+  int64_t b0 = 0, nb = 0, h0 = 0, nh = 0;
+};
+
+// Score floats one block may hold (16 MB): the whole batch for Linformer's N x k tiles, a few
+// sequences or heads at a time for standard attention's N x N ones.
+constexpr int64_t kBlockFloats = int64_t{4} << 20;
+
+// Tiles per block: whole sequences (every head) while they fit, else heads of one sequence.
+int64_t block_tiles(const AttnDims& d) {
+  const int64_t fit = std::max<int64_t>(1, kBlockFloats / (d.N * d.Lk));
+  return fit >= d.H ? std::min(d.B, fit / d.H) * d.H : fit;
+}
+
+template <typename F>
+void for_each_block(const AttnDims& d, const F& f) {
+  const int64_t tiles = block_tiles(d);
+  if (tiles >= d.H) {
+    const int64_t nb = tiles / d.H;
+    for (int64_t b0 = 0; b0 < d.B; b0 += nb) f(HeadBlock{b0, std::min(nb, d.B - b0), 0, d.H});
+  } else {
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t h0 = 0; h0 < d.H; h0 += tiles) f(HeadBlock{b, 1, h0, std::min(tiles, d.H - h0)});
+  }
+}
+
+// Softmax of the scores of sequence b in place, rows of Lk keys (causal: row i sees keys <= i).
+void softmax_tile(float* P, const AttnDims& d, int64_t b, float scale, const float* key_mask) {
+  const float* km = key_mask ? key_mask + b * d.Lk : nullptr;
+  if (!d.causal) {
+    softmax_forward(P, P, d.N, d.Lk, scale, km);
+    return;
+  }
+  for (int64_t i = 0; i < d.N; ++i) {
+    const int64_t seen = std::min(i + 1, d.Lk);
+    softmax_forward(P + i * d.Lk, P + i * d.Lk, 1, seen, scale, km);
+    std::fill(P + i * d.Lk + seen, P + (i + 1) * d.Lk, 0.f);
+  }
+}
+
+// Layouts of a head block's operands: queries or context [B,N,D], keys or values [B,Lk,D],
+// the kept probabilities [B,H,N,Lk] and the block's own consecutive tiles.
+BatchLayout rows_layout(const AttnDims& d, int64_t len) { return {len * d.D, d.Dh, d.D}; }
+BatchLayout probs_layout(const AttnDims& d) { return {d.H * d.N * d.Lk, d.N * d.Lk, d.Lk}; }
+BatchLayout block_layout(const AttnDims& d, const HeadBlock& k) {
+  return {k.nh * d.N * d.Lk, d.N * d.Lk, d.Lk};
+}
+
+}  // namespace
+
+int64_t attention_scratch_floats(const AttnDims& d, bool train) {
+  const int64_t tile = d.N * d.Lk;
+  // Inference: one tile per thread (two with dropout); training: two blocks of tiles.
+  const int64_t per_thread = ((train ? 2 : 1) * tile + 15) / 16 * 16;
+  const int64_t threads = per_thread * num_threads();
+  return train ? std::max(threads, 2 * block_tiles(d) * tile) : threads;
+}
+
+namespace {
+
+// Training forward: scores, softmax and weighted values of a block of heads at a time, the
+// products batched over the block.
+void attention_forward_batched(float* ctx, float* probs, const float* q, const float* kk,
+                               const float* vv, const float* key_mask, const AttnDims& d,
+                               float scale, float p_drop, uint64_t seed, uint64_t stream,
+                               float* scratch, ComputeType prec, int64_t first_b) {
+  const int64_t tile = d.N * d.Lk;
+  for_each_block(d, [&](const HeadBlock& k) {
+    const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
+    float* P = probs + (k.b0 * d.H + k.h0) * tile;
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q + qo, rows_layout(d, d.N),
+                 kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d));
+    parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
+        float* Pi = probs + (b * d.H + h) * tile;
+        softmax_tile(Pi, d, b, scale, key_mask);
+        if (p_drop > 0.f)
+          dropout_forward(scratch + i * tile, Pi, tile, p_drop, seed,
+                          rng_stream(stream, (first_b + b) * d.H + h));
+      }
+    });
+    const bool drop = p_drop > 0.f;
+    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, drop ? scratch : P,
+                 drop ? block_layout(d, k) : probs_layout(d), vv + ko, rows_layout(d, d.Lk), 0.f,
+                 ctx + qo, rows_layout(d, d.N));
+  });
+}
+
 }  // namespace
 
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
@@ -56,35 +141,28 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
   PhaseScope ps(Phase::attention);
+  if (probs) {
+    attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,
+                              scratch, prec, first_b);
+    return;
+  }
+  // Inference: one (sequence, head) at a time per thread, its scores in the thread's scratch.
   const int64_t tile = d.N * d.Lk;
-  const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f);
+  const int64_t per_thread = attention_scratch_floats(d, p_drop > 0.f) / num_threads();
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
-    float* s = scratch ? scratch + thread_id() * per_thread : nullptr;  // null: probs, no dropout
+    float* P = scratch + thread_id() * per_thread;
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
-      const float* qb = q + b * d.N * d.D + h * d.Dh;
-      const float* kb = kk + b * d.Lk * d.D + h * d.Dh;
-      const float* vb = vv + b * d.Lk * d.D + h * d.Dh;
-      float* P = probs ? probs + bh * tile : s;
-      gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, qb, d.D, kb, d.D, 0.f, P, d.Lk);
-      const float* km = key_mask ? key_mask + b * d.Lk : nullptr;
-      if (d.causal) {
-        for (int64_t i = 0; i < d.N; ++i) {
-          const int64_t seen = std::min(i + 1, d.Lk);
-          softmax_forward(P + i * d.Lk, P + i * d.Lk, 1, seen, scale, km);
-          std::fill(P + i * d.Lk + seen, P + (i + 1) * d.Lk, 0.f);
-        }
-      } else {
-        softmax_forward(P, P, d.N, d.Lk, scale, km);
-      }
+      const int64_t qo = b * d.N * d.D + h * d.Dh, ko = b * d.Lk * d.D + h * d.Dh;
+      gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, q + qo, d.D, kk + ko, d.D, 0.f, P, d.Lk);
+      softmax_tile(P, d, b, scale, key_mask);
       const float* Pd = P;
       if (p_drop > 0.f) {
-        float* t = s + tile;
-        dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, first_b * d.H + bh));
+        float* t = P + tile;
+        dropout_forward(t, P, tile, p_drop, seed, rng_stream(stream, (first_b + b) * d.H + h));
         Pd = t;
       }
-      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vb, d.D, 0.f,
-           ctx + b * d.N * d.D + h * d.Dh, d.D);
+      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, Pd, d.Lk, vv + ko, d.D, 0.f, ctx + qo, d.D);
     }
   });
 }
@@ -98,29 +176,42 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
-  const int64_t per_thread = attention_scratch_floats(d);
-  // Each (sequence, head) writes its own column block of dq, dkk and dvv, once.
   const float beta = into == GradInto::add ? 1.f : 0.f;
-  parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
-    float* s = scratch + thread_id() * per_thread;
-    for (int64_t bh = i0; bh < i1; ++bh) {
-      const int64_t b = bh / d.H, h = bh % d.H;
-      const int64_t qo = b * d.N * d.D + h * d.Dh, ko = b * d.Lk * d.D + h * d.Dh;
-      const uint64_t drop_stream = rng_stream(stream, first_b * d.H + bh);
-      const float* P = probs + bh * tile;
-      const float* Pd = P;
-      if (p_drop > 0.f) {
-        dropout_forward(s, P, tile, p_drop, seed, drop_stream);
-        Pd = s;
+  const bool drop = p_drop > 0.f;
+  float* dP = scratch;                           // the block's probability gradients
+  float* Pd = scratch + block_tiles(d) * tile;   // its dropped-out probabilities
+  for_each_block(d, [&](const HeadBlock& k) {
+    const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
+    const float* P = probs + (k.b0 * d.H + k.h0) * tile;
+    const BatchLayout q_l = rows_layout(d, d.N), k_l = rows_layout(d, d.Lk);
+    const BatchLayout blk = block_layout(d, k);
+    auto stream_of = [&](int64_t i) {
+      return rng_stream(stream, (first_b + k.b0 + i / k.nh) * d.H + k.h0 + i % k.nh);
+    };
+    if (drop)
+      parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
+          dropout_forward(Pd + i * tile, probs + (b * d.H + h) * tile, tile, p_drop, seed,
+                          stream_of(i));
+        }
+      });
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, q_l, vv + ko, k_l,
+                 0.f, dP, blk);
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop ? Pd : P,
+                 drop ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l);
+    parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
+        float* g = dP + i * tile;
+        if (drop) dropout_forward(g, g, tile, p_drop, seed, stream_of(i));
+        softmax_backward(g, probs + (b * d.H + h) * tile, g, d.N, d.Lk, scale, false);
       }
-      float* dP = s + tile;
-      gemm(prec, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, d.D, vv + ko, d.D, 0.f, dP, d.Lk);
-      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, Pd, d.Lk, dctx + qo, d.D, beta, dvv + ko, d.D);
-      if (p_drop > 0.f) dropout_forward(dP, dP, tile, p_drop, seed, drop_stream);
-      softmax_backward(dP, P, dP, d.N, d.Lk, scale, false);
-      gemm(prec, false, false, d.N, d.Dh, d.Lk, 1.f, dP, d.Lk, kk + ko, d.D, beta, dq + qo, d.D);
-      gemm(prec, true, false, d.Lk, d.Dh, d.N, 1.f, dP, d.Lk, q + qo, d.D, beta, dkk + ko, d.D);
-    }
+    });
+    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l,
+                 beta, dq + qo, q_l);
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q + qo, q_l, beta,
+                 dkk + ko, k_l);
   });
 }
 
@@ -300,62 +391,70 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
   PhaseScope ps(Phase::attention);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
-  for (int64_t b = 0; b < B; ++b) {
-    const float* A = E;
-    int64_t lda = ldE;
-    if (mask) {
-      float* Eb = Ebm + b * K * N;
-      const float* m = mask + b * N;
-      for (int64_t j = 0; j < K; ++j)
-        for (int64_t t = 0; t < N; ++t) Eb[j * N + t] = E[j * ldE + t] * m[t];
-      A = Eb;
-      lda = N;
-    }
-    if (em) {
-      parallel_for(0, K, 8, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j) {
-          const float* a = A + j * lda;
-          float s = 0.f;
-#pragma omp simd reduction(+ : s)
-          for (int64_t t = 0; t < N; ++t) s += a[t];
-          em[b * K + j] = s;
-        }
-      });
-    }
-    gemm(prec, false, false, K, C, N, 1.f, A, lda, x + b * N * ldx, ldx, 0.f, out + b * K * ldo,
-         ldo);
+  // A_b = E diag(m_b): E itself, shared by the batch, or with a mask Ebm_b.
+  const float* A = E;
+  BatchLayout la{/*sb=*/0, /*sh=*/0, /*ld=*/ldE};
+  if (mask) {
+    parallel_for(0, B * K, 8, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* m = mask + r / K * N;
+        const float* e = E + r % K * ldE;
+        for (int64_t t = 0; t < N; ++t) Ebm[r * N + t] = e[t] * m[t];
+      }
+    });
+    A = Ebm;
+    la = BatchLayout{/*sb=*/K * N, /*sh=*/0, /*ld=*/N};
   }
+  if (em) {
+    parallel_for(0, B * K, 8, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* a = A + r / K * la.sb + r % K * la.ld;
+        float s = 0.f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t t = 0; t < N; ++t) s += a[t];
+        em[r] = s;
+      }
+    });
+  }
+  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx},
+               0.f, out, BatchLayout{K * ldo, 0, ldo});
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch, ComputeType prec) {
   check(dims, "seq_project_backward");
-  LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && (!mask || scratch))),
+  LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && scratch)),
             "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");
   PhaseScope ps(Phase::attention);
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
-  for (int64_t b = 0; b < B; ++b) {
-    const float* A = mask ? Ebm + b * K * N : E;
-    const int64_t lda = mask ? N : ldE;
-    const float* db = dout + b * K * ldo;
-    if (dx) gemm(prec, true, false, N, C, K, 1.f, A, lda, db, ldo, 1.f, dx + b * N * ldx, ldx);
-    if (!dE) continue;
-    if (!mask) {
-      gemm(prec, false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 1.f, dE, ldE);
-      if (dem)
-        for (int64_t j = 0; j < K; ++j)
-          for (int64_t t = 0; t < N; ++t) dE[j * ldE + t] += dem[b * K + j];
-      continue;
+  const BatchLayout lout{K * ldo, 0, ldo}, lx{N * ldx, 0, ldx};
+  if (dx)
+    gemm_batched(prec, B, 1, true, false, N, C, K, 1.f, mask ? Ebm : E,
+                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx,
+                 lx);
+  if (!dE) return;
+  // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
+  gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,
+               BatchLayout{K * N, 0, N});
+  parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      float* g = dE + j * ldE;
+      for (int64_t b = 0; b < B; ++b) {
+        const float* s = scratch + (b * K + j) * N;
+        const float e = dem ? dem[b * K + j] : 0.f;
+        const float* m = mask ? mask + b * N : nullptr;
+        if (m) {
+#pragma omp simd
+          for (int64_t t = 0; t < N; ++t) g[t] += (s[t] + e) * m[t];
+        } else {
+#pragma omp simd
+          for (int64_t t = 0; t < N; ++t) g[t] += s[t] + e;
+        }
+      }
     }
-    gemm(prec, false, true, K, N, C, 1.f, db, ldo, x + b * N * ldx, ldx, 0.f, scratch, N);
-    const float* m = mask + b * N;
-    for (int64_t j = 0; j < K; ++j) {
-      const float e = dem ? dem[b * K + j] : 0.f;
-      for (int64_t t = 0; t < N; ++t) dE[j * ldE + t] += (scratch[j * N + t] + e) * m[t];
-    }
-  }
+  });
 }
 
 void max_pool_forward(float* out, int32_t* arg, const float* x, const float* mask,

@@ -17,8 +17,9 @@ struct AttnDims {
 
 // ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh.
 // q [B,N,D]; kk, vv [B,Lk,D]; key_mask [B,Lk] (1 real / 0 excluded) or null.
-// probs [B,H,N,Lk] keeps the softmax output for backward, or null (inference: per-thread
-// scratch). scratch: per-thread workspace, attention_scratch_floats(dims) floats per thread.
+// probs [B,H,N,Lk] keeps the softmax output for backward (training: the products run batched
+// over blocks of heads, gemm_batched), or null (inference: one head at a time per thread, its
+// scores in the thread's part of scratch). scratch: attention_scratch_floats(d) floats.
 // The dropout mask of (batch element b, head h) is stream rng_stream(stream, (first_b + b) * H
 // + h): first_b is the global index of batch element 0 (a data-parallel rank's slice).
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
@@ -31,9 +32,11 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType t = ComputeType::f32, int64_t first_b = 0,
                         GradInto into = GradInto::add);
-// Per-thread scratch of attention_forward/backward: two N x Lk tiles, or one when no dropout
-// is applied (inference).
-int64_t attention_scratch_floats(const AttnDims& d, bool dropout = true);
+// Workspace of attention_forward/backward, every thread's together: for training (and for
+// inference with dropout), two blocks of N x Lk tiles (the probabilities' gradients and their
+// dropped-out copy) and two tiles per thread; for inference without dropout (train = false),
+// one tile per thread.
+int64_t attention_scratch_floats(const AttnDims& d, bool train = true);
 
 // ---- Row-block attention (inference). q and ctx point at the rows' first element and have
 // row stride D; kk, vv [B,Lk,D] and key_mask [B,Lk] (or null) are the whole batch. The rows are
@@ -82,7 +85,7 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
                          const float* mask, const SeqProjDims& dims,
                          ComputeType t = ComputeType::f32);
 // dx_b += (E diag(m_b))^T dout_b; dE[:, :N] += sum_b (dout_b x_b^T + dem_b 1^T) diag(m_b).
-// dout [B,K,C] (stride ldo), dx like x. dE / dem / dx may be null. scratch: K*N floats.
+// dout [B,K,C] (stride ldo), dx like x. dE / dem / dx may be null. scratch: B*K*N floats.
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch,

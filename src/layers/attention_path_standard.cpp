@@ -51,7 +51,7 @@ class StandardPath final : public AttentionPath {
     } else {
       const AttnDims d{/*B=*/s.B,         /*N=*/s.N,          /*Lk=*/s.N, /*D=*/D,
                        /*H=*/cfg.n_heads, /*Dh=*/cfg.d_head()};
-      l.scratch = c.take<float>(attention_scratch_floats(d, false) * num_threads());
+      l.scratch = c.take<float>(attention_scratch_floats(d, false));
     }
   }
   int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {

@@ -81,7 +81,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.fin_rstd = c.take<float>(R);
   Lo.tmp = c.take<float>(R * D);
   const AttnDims d{/*B=*/B, /*N=*/N, /*Lk=*/max_tile, /*D=*/D, /*H=*/H, /*Dh=*/cfg.d_head()};
-  Lo.scratch = c.take<float>(attention_scratch_floats(d) * num_threads());
+  Lo.scratch = c.take<float>(attention_scratch_floats(d));
   const int64_t RKD = std::max(R, RK) * D;
   Lo.dhid = c.take<float>(R * D);
   Lo.dres = c.take<float>(R * D);
@@ -98,7 +98,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.demk = c.take<float>(RK);
   Lo.demv = c.take<float>(RK);
   Lo.dG = c.take<float>(R * F);
-  Lo.proj_scratch = c.take<float>(maxK * N);
+  Lo.proj_scratch = c.take<float>(B * maxK * N);
   out = std::move(Lo);
   return c.bytes;
 }
