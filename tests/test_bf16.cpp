@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "linformer/model.h"
 #include "test_util.h"
 
@@ -51,6 +53,49 @@ TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], R[i * ldc + j]);
     }
+}
+
+// GELU's bf16 copy (the FFN's second product input) is its f32 output rounded to nearest
+// even, element for element, over a length with a ragged tail; the f32 output is unchanged.
+TEST(GeluBf16, CopyIsTheRoundedOutput) {
+  const int64_t n = 3 * 4096 + 77;
+  auto x = test::random_vec(n, 21);
+  for (float& v : x) v *= 4.f;
+  std::vector<float> y(n), y2(n);
+  std::vector<uint16_t> y16(n);
+  gelu_forward(y.data(), x.data(), n, y16.data());
+  gelu_forward(y2.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y[i], y2[i]) << i;
+    uint32_t u;
+    std::memcpy(&u, &y[i], 4);
+    const uint32_t want = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // round to nearest even
+    ASSERT_EQ(y16[i], want) << i;
+  }
+}
+
+// A bias row (the linear maps' epilogue in bf16, a copy under sgemm) against gemm_naive plus
+// the bias, in both precisions; C's padding stays untouched.
+TEST(GemmBias, AddedToEveryRow) {
+  const int64_t M = 96, N = 80, K = 200, ldc = N + 3;
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+    auto A = test::random_vec(M * K, 4), B = test::random_vec(N * K, 5),
+         bias = test::random_vec(N, 6), C = test::random_vec(M * ldc, 7);
+    auto R = C;
+    gemm(t, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, C.data(), ldc, {},
+         bias.data());
+    gemm_naive(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, R.data(), ldc);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        const double want = double(R[i * ldc + j]) + bias[j];
+        num += (C[i * ldc + j] - want) * (C[i * ldc + j] - want);
+        den += want * want;
+      }
+      for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], R[i * ldc + j]);
+    }
+    EXPECT_LT(std::sqrt(num / den), t == ComputeType::bf16 ? 1e-2 : 1e-6);
+  }
 }
 
 // Batched products (attention's heads side by side in a row, as in [B, N, H * Dh]; a

@@ -9,6 +9,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "core/buffer.h"
@@ -16,42 +17,22 @@
 #include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/dnnl_util.h"
+#include "kernels/vec_math.h"
 #include "linformer/error.h"
 
 namespace lf {
 
-namespace {
-
-inline uint16_t bf16_round(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-void to_bf16_row(uint16_t* d, const float* s, int64_t n) {
-  int64_t c = 0;
-#if defined(__AVX512BF16__)
-  for (; c + 32 <= n; c += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(s + c));
-    _mm512_storeu_si512(d + c, reinterpret_cast<const __m512i&>(v));
-  }
-#endif
-  for (; c < n; ++c) d[c] = bf16_round(s[c]);
-}
-
-}  // namespace
-
 void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) to_bf16_row(dst + r * cols, src + r * ld, cols);
+                 for (int64_t r = r0; r < r1; ++r) vm::to_bf16_n(dst + r * cols, src + r * ld, cols);
                });
 }
 
 const uint16_t* round_bf16(uint16_t* dst, const float* src, int64_t n) {
   PhaseScope ps(Phase::matmul);
   parallel_for(0, n, 16384,
-               [&](int64_t i0, int64_t i1) { to_bf16_row(dst + i0, src + i0, i1 - i0); });
+               [&](int64_t i0, int64_t i1) { vm::to_bf16_n(dst + i0, src + i0, i1 - i0); });
   return dst;
 }
 
@@ -64,17 +45,18 @@ namespace {
 
 // A bf16 product's shape: everything its oneDNN primitive depends on (the inputs are copied
 // densely, so their leading dimensions are not part of it).
-using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, float, float>;
+using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
 
 // A cached oneDNN matmul and the memory descriptors it was built for.
 struct Product {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
   dnnl::matmul prim;
 };
 
-// c = alpha a b + beta c.
+// c = alpha a b + beta c, or with a bias descriptor c = a b + bias (a row added to each row).
 Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                     const dnnl::memory::desc& c, float alpha, float beta) {
+                     const dnnl::memory::desc& c, float alpha, float beta,
+                     const dnnl::memory::desc& bias = {}) {
   dnnl::primitive_attr attr;
   if (alpha != 1.f) attr.set_output_scales(0, {alpha});
   if (beta != 0.f) {
@@ -82,16 +64,21 @@ Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
     po.append_sum(beta);
     attr.set_post_ops(po);
   }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
-  return Product{a, b, c, dnnl::matmul(pd)};
+  const dnnl::matmul::desc md = bias.is_zero() ? dnnl::matmul::desc(a, b, c)
+                                                : dnnl::matmul::desc(a, b, bias, c);
+  dnnl::matmul::primitive_desc pd(md, attr, cpu_engine());
+  return Product{a, b, c, bias, dnnl::matmul(pd)};
 }
 
-// Runs p on the operands at a, b and c.
-void run(const Product& p, const void* a, const void* b, float* c) {
+// Runs p on the operands at a, b and c (and its bias).
+void run(const Product& p, const void* a, const void* b, float* c, const float* bias = nullptr) {
   thread_local dnnl::stream strm(cpu_engine());
   dnnl::memory ma(p.a, cpu_engine(), const_cast<void*>(a)),
       mb(p.b, cpu_engine(), const_cast<void*>(b)), mc(p.c, cpu_engine(), c);
-  p.prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, cpu_engine(), const_cast<float*>(bias)));
+  p.prim.execute(strm, args);
   strm.wait();
 }
 
@@ -102,19 +89,21 @@ const Product& bf16_product(const Bf16Key& key) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
-  const auto [ta, tb, M, N, K, ldc, alpha, beta] = key;
+  const auto [ta, tb, M, N, K, ldc, alpha, beta, with_bias] = key;
   // Logical op(A) is M x K: strides {K, 1} for plain storage, {1, M} for the transposed one.
   dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
   dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
   dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
-  return cache.emplace(key, make_product(a, b, c, alpha, beta)).first->second;
+  const dnnl::memory::desc bias =
+      with_bias ? dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1}) : dnnl::memory::desc();
+  return cache.emplace(key, make_product(a, b, c, alpha, beta, bias)).first->second;
 }
 
-// C = alpha op(A) op(B) + beta C with bf16 inputs through a cached oneDNN matmul primitive;
-// operands not given rounded in `pre` are rounded into per-thread buffers.
+// C = alpha op(A) op(B) (+ bias) + beta C with bf16 inputs through a cached oneDNN matmul
+// primitive; operands not given rounded in `pre` are rounded into per-thread buffers.
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-               const Bf16Inputs& pre) {
+               const Bf16Inputs& pre, const float* bias) {
   thread_local Buffer<uint16_t> abuf, bbuf;
   const uint16_t* a = pre.a;
   const uint16_t* b = pre.b;
@@ -130,7 +119,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
     to_bf16(bbuf.data(), B, br, bc, ldb);
     b = bbuf.data();
   }
-  run(bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta}), a, b, C);
+  run(bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta, bias != nullptr}), a, b, C, bias);
 }
 
 }  // namespace
@@ -141,8 +130,9 @@ bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {
 
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc, const Bf16Inputs& pre) {
+          int64_t ldc, const Bf16Inputs& pre, const float* bias) {
   LF_DCHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
+  LF_DCHECK(!bias || (alpha == 1.f && beta == 0.f), "gemm: a bias needs alpha = 1 and beta = 0");
   LF_DCHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
                 ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
             "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
@@ -157,8 +147,12 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
     return;
   }
   if (gemm_runs_bf16(t, M, N, K)) {
-    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre);
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre, bias);
     return;
+  }
+  if (bias) {  // sgemm has no bias: C starts as the bias rows and the product adds onto it
+    for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
+    beta = 1.f;
   }
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B,
                                 ldb, beta, C, ldc);

@@ -36,10 +36,12 @@ struct Bf16Inputs {
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
 // once per shape and thread and cached. `pre` only serves products that run in bf16; the f32
-// operands are always given (products too small for bf16 use them).
+// operands are always given (products too small for bf16 use them). bias [N] (only with
+// alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue, or for sgemm
+// copied into C before the product adds onto it.
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc, const Bf16Inputs& pre = {});
+          int64_t ldc, const Bf16Inputs& pre = {}, const float* bias = nullptr);
 // Whether gemm(t, ...) of this size runs in bf16 (and so would use Bf16Inputs).
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K);
 

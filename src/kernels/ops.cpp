@@ -29,15 +29,46 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
-  if (b) {
+  // A bf16 product adds the bias in its epilogue; for sgemm out starts as the bias rows.
+  const bool fused = b && gemm_runs_bf16(prec, d.rows, d.out, d.in);
+  if (b && !fused) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, d.rows, row_grain(d.out), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
     });
   }
-  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b ? 1.f : 0.f, out, d.out,
-       Bf16Inputs{inp16, W16});
+  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b && !fused ? 1.f : 0.f,
+       out, d.out, Bf16Inputs{inp16, W16}, fused ? b : nullptr);
 }
+
+namespace {
+
+// d16 = bf16(dout) [rows, cols] and, when db is given, db[c] += sum over rows of dout[r, c], in
+// one pass over dout: threads take blocks of rows and add their partial sums in thread order.
+const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dout, int64_t rows,
+                                      int64_t cols) {
+  if (!db) return round_bf16(d16, dout, rows * cols);
+  PhaseScope ps(Phase::matmul);  // the rounding serves the products, as round_bf16's does
+  thread_local Buffer<float> partial;
+  const int nt = num_threads();
+  if (partial.size() < static_cast<size_t>(nt * cols)) partial.resize(nt * cols);
+  float* part = partial.data();
+  std::fill(part, part + nt * cols, 0.f);
+  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+    float* acc = part + thread_id() * cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = dout + r * cols;
+      vm::to_bf16_n(d16 + r * cols, g, cols);
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) acc[c] += g[c];
+    }
+  });
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < cols; ++c) db[c] += part[t * cols + c];
+  return d16;
+}
+
+}  // namespace
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16,
@@ -48,11 +79,13 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
             "linear_backward: null output gradient, or a gradient without its operand");
   const int64_t rows = d.rows, in = d.in, out_f = d.out;
   // dout rounded once when both products run in bf16 (it is the A operand of each).
+  // The bias gradient's column sums are taken in the same pass over dout.
   thread_local Buffer<uint16_t> dout16;
   const uint16_t* g16 = nullptr;
   if (dinp && dW && gemm_runs_bf16(prec, rows, in, out_f) && gemm_runs_bf16(prec, out_f, in, rows)) {
     if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
-    g16 = round_bf16(dout16.data(), dout, rows * out_f);
+    g16 = round_and_sum_columns(dout16.data(), db, dout, rows, out_f);
+    db = nullptr;
   }
   if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
@@ -141,10 +174,16 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   });
 }
 
-void gelu_forward(float* out, const float* inp, int64_t n) {
+void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16) {
   PhaseScope ps(Phase::elementwise);
-  parallel_for(0, n, kGrainElems,
-               [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    // Blocks small enough that the bf16 copy reads the output from the cache.
+    for (int64_t j0 = i0; j0 < i1; j0 += 4096) {
+      const int64_t len = std::min<int64_t>(4096, i1 - j0);
+      vm::gelu_n(out + j0, inp + j0, len);
+      if (out16) vm::to_bf16_n(out16 + j0, out + j0, len);
+    }
+  });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {

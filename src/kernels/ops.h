@@ -43,8 +43,9 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C, GradInto into = GradInto::add);
 
-// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
-void gelu_forward(float* out, const float* inp, int64_t n);
+// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward. out16 (or
+// null): out rounded to bf16 as well, in the same pass (the input of a bf16 product).
+void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16 = nullptr);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
 void gelu_backward_inplace(float* d, const float* inp, int64_t n);

@@ -249,4 +249,24 @@ inline void masked_scaled_shift(float* y, const float* x, const float* mask, int
   }
 }
 
+// Round to nearest even f32 -> bf16 (the high 16 bits), NaN kept a NaN.
+inline uint16_t bf16_round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// d[i] = bf16(s[i]) for n elements: with AVX512-BF16 thirty-two at a time.
+inline void to_bf16_n(uint16_t* d, const float* s, int64_t n) {
+  int64_t c = 0;
+#if defined(__AVX512BF16__)
+  for (; c + 32 <= n; c += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + c + 16), _mm512_loadu_ps(s + c));
+    _mm512_storeu_si512(d + c, reinterpret_cast<const __m512i&>(v));
+  }
+#endif
+  for (; c < n; ++c) d[c] = bf16_round(s[c]);
+}
+
 }  // namespace lf::vm

@@ -11,8 +11,7 @@ void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t 
                           const uint16_t* x16, uint16_t* g16) const {
   linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t,
                  w16(inter.w), x16);
-  gelu_forward(g, h, R * F);
-  if (g16) round_bf16(g16, g, R * F);
+  gelu_forward(g, h, R * F, g16);
   linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out.w),
                  g16);
 }
