@@ -14,9 +14,9 @@
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
 #   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
-#   Linformer init of the main runs, e.g. "--set projection_init=mean_pool"; PROJ_LR for its
-#   --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added to every new pretraining or
-#   finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
+#   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
+#   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
+#   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
 #   run, default all four: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048).
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
 # training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
@@ -112,7 +112,7 @@ stage_corpus() {
 
 stage_init() {
   local lin; lin=$(config linformer 512 128 layerwise)
-  pretrain init-normal "$INIT_TOKENS" 512 8 --config "$lin"
+  pretrain init-normal "$INIT_TOKENS" 512 8 --config "$lin" --set projection_init=normal
   pretrain init-meanpool "$INIT_TOKENS" 512 8 --config "$lin" --set projection_init=mean_pool
   pretrain init-meanpool-lr0.01 "$INIT_TOKENS" 512 8 --config "$lin" \
     --set projection_init=mean_pool --projection-lr-scale 0.01

@@ -94,16 +94,26 @@ TEST(ProjectionInit, MeanPoolNoiseAndUnevenWindows) {
 
 TEST(ProjectionInit, ConfigKeysAndValidation) {
   Config c = linformer_config(Sharing::kv);
-  EXPECT_EQ(c.to_json().find("projection_init"), std::string::npos);  // default: not written
-  c.projection_init = ProjectionInit::mean_pool;
+  EXPECT_EQ(c.projection_init, ProjectionInit::mean_pool);  // the default (docs/model.md)
   c.projection_init_noise = 0.25f;
   const Config r = Config::from_json(c.to_json());
   EXPECT_EQ(r.projection_init, ProjectionInit::mean_pool);
   EXPECT_EQ(r.projection_init_noise, 0.25f);
+  // Written explicitly, so that a config means the same initialisation in every version.
+  EXPECT_NE(c.to_json().find("\"projection_init\": \"mean_pool\""), std::string::npos);
+  c.projection_init = ProjectionInit::normal;
+  EXPECT_EQ(Config::from_json(c.to_json()).projection_init, ProjectionInit::normal);
+  EXPECT_EQ(c.to_json().find("projection_init_noise"), std::string::npos);  // normal: no noise
+  // A config without the key (written before mean_pool was the default) reads as mean_pool.
+  nlohmann::json j = nlohmann::json::parse(c.to_json());
+  j.erase("projection_init");
+  EXPECT_EQ(Config::from_json(j.dump()).projection_init, ProjectionInit::mean_pool);
+  // Fixed projections and standard attention have no E to initialise: not written, and valid.
+  Config fixed = c;
+  fixed.projection = Projection::conv;
+  EXPECT_NO_THROW(fixed.validate());
+  EXPECT_EQ(fixed.to_json().find("projection_init"), std::string::npos);
   Config bad = c;
-  bad.projection = Projection::conv;
-  EXPECT_ERROR_MENTIONS(bad.validate(), "projection_init applies to learned (linear) projections");
-  bad = c;
   bad.projection_init_noise = -1.f;
   EXPECT_ERROR_MENTIONS(bad.validate(), "projection_init_noise must be in [0, 100]");
   bad.projection_init_noise = std::nanf("");

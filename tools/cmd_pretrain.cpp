@@ -43,7 +43,7 @@ void add_pretrain(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
   cmd->add_option("--set", o->sets,
                   "KEY=VALUE configuration override (repeatable), e.g. --set k=64 --set "
-                  "projection_init=mean_pool; with --init-from only keys that keep the tensor "
+                  "projection_init=normal; with --init-from only keys that keep the tensor "
                   "shapes")
       ->group("Model");
   add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);

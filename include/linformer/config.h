@@ -19,11 +19,12 @@ enum class Sharing { none, headwise, kv, layerwise };
 //   max_pool  - maximum over windows of n/k positions (no parameters)
 //   conv      - strided 1-D convolution, kernel = stride = n/k, one learned kernel per projection
 enum class Projection { linear, mean_pool, max_pool, conv };
-// How a learned (linear) projection E starts:
+// How a learned (linear) projection E starts (fixed projections ignore it):
+//   mean_pool - the default: the mean-pooling matrix (E[j, t] = 1/w for t in window j of
+//               w = n/k positions; windows of floor(j n / k) .. floor((j+1) n / k) when k does
+//               not divide n) plus N(0, (projection_init_noise)^2 / n) noise (docs/model.md,
+//               "Why E starts as mean pooling")
 //   normal    - N(0, 1/n) entries: a random signed mix of the positions
-//   mean_pool - the mean-pooling matrix (E[j, t] = 1/w for t in window j of w = n/k positions;
-//               windows of floor(j n / k) .. floor((j+1) n / k) when k does not divide n) plus
-//               N(0, (projection_init_noise)^2 / n) noise
 enum class ProjectionInit { normal, mean_pool };
 enum class NormPlacement { post, pre };
 
@@ -40,8 +41,8 @@ struct Config {
   std::vector<int64_t> k = {128}; // projected length: one value, or one per layer
   Sharing sharing = Sharing::layerwise;
   Projection projection = Projection::linear;
-  ProjectionInit projection_init = ProjectionInit::normal;  // linear projections only
-  float projection_init_noise = 0.1f;                       // mean_pool init: noise std x sqrt(n)
+  ProjectionInit projection_init = ProjectionInit::mean_pool;  // linear projections only
+  float projection_init_noise = 0.1f;  // mean_pool init: noise std x sqrt(n)
   NormPlacement norm = NormPlacement::post;
   bool causal = false;            // rejected for Linformer (see validate())
   float dropout = 0.1f;           // hidden dropout (embeddings, sublayer outputs, heads)

@@ -153,9 +153,6 @@ void Config::validate() const {
                  "config: layerwise sharing uses one projection for all layers, so k "
                  "must be the same in every layer");
   }
-  LF_CHECK(projection_init == ProjectionInit::normal || projection == Projection::linear,
-           "config: projection_init applies to learned (linear) projections; projection ",
-           to_string(projection), " has its own fixed or mean initialisation");
   LF_CHECK(std::isfinite(projection_init_noise) && projection_init_noise >= 0.f &&
                projection_init_noise <= 100.f,
            "config: projection_init_noise must be in [0, 100], got ", projection_init_noise);
@@ -173,11 +170,12 @@ std::string Config::to_json() const {
   json j;
   for (const auto& f : kIntFields) j[f.first] = this->*f.second;
   for (const auto& f : kFloatFields) j[f.first] = short_float(this->*f.second);
-  // projection_init (and its noise) written only when not the default, so configs of earlier
-  // versions stay byte-identical.
-  if (projection_init != ProjectionInit::normal)
+  // projection_init written where it means something (a learned projection), always: configs
+  // of versions before mean_pool became the default lack the key and read as mean_pool; its
+  // noise only with mean_pool.
+  if (attention == AttentionKind::linformer && projection == Projection::linear)
     j["projection_init"] = to_string(projection_init);
-  else
+  if (!j.contains("projection_init") || projection_init != ProjectionInit::mean_pool)
     j.erase("projection_init_noise");
   j["attention"] = to_string(attention);
   if (k.size() == 1)

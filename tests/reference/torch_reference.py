@@ -130,6 +130,8 @@ _DEFAULTS = {
     "k": [128], "sharing": "layerwise", "projection": "linear", "norm": "post",
     "causal": False, "dropout": 0.1, "attention_dropout": 0.1, "layer_norm_eps": 1e-5,
     "init_std": 0.02, "num_classes": 2, "pad_id": 1, "cls_id": 0,
+    # initialisation only (the reference loads the weights): accepted, not used
+    "projection_init": "mean_pool", "projection_init_noise": 0.1,
 }
 _INT_KEYS = ["vocab_size", "max_len", "d_model", "n_heads", "d_ff", "n_layers",
              "type_vocab_size", "position_offset", "num_classes", "pad_id", "cls_id"]
