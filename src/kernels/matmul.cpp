@@ -182,8 +182,9 @@ const Product& batched_product(const BatchedKey& key) {
   // Logical op(A) is M x K; a transposed operand swaps its last two strides. A broadcast
   // dimension has extent 1 and is given the stride of a dense layout (oneDNN takes a zero
   // stride for an unusual format and falls back to its reference kernel).
+  const int64_t batches = nb, heads = nh;  // (a lambda cannot capture structured bindings)
   const auto desc = [&](int64_t r, int64_t c, int64_t sb, int64_t sh, int64_t ld, bool t, dt d) {
-    const int64_t eb = sb ? nb : 1, eh = sh ? nh : 1;
+    const int64_t eb = sb ? batches : 1, eh = sh ? heads : 1;
     const int64_t dense_h = sh ? sh : ld * (t ? c : r), dense_b = sb ? sb : dense_h * eh;
     return dnnl::memory::desc({eb, eh, r, c}, d,
                               t ? dims{dense_b, dense_h, 1, ld} : dims{dense_b, dense_h, ld, 1});
