@@ -13,7 +13,9 @@
 #     all       everything in order
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
-#   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000), INIT (the
+#   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000),
+#   EPOCHS (finetuning epochs on SST-2 and IMDB in the finetune stage, 1; the init study's IMDB
+#   runs take 2), INIT (the
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
 #   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
 #   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
@@ -34,6 +36,7 @@ TOKENS=${TOKENS:-15000000}
 INIT_TOKENS=${INIT_TOKENS:-3000000}
 IMDB_TRAIN=${IMDB_TRAIN:-10000}
 INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
+EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
 MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -98,11 +101,11 @@ config() {  # ATTENTION N K SHARING: a small model config file (4 layers, d 256)
   echo "$f"
 }
 
-imdb() {  # NAME MODEL N ARGS...: IMDB from a pretrained model
-  local name=$1 model=$2 n=$3; shift 3
+imdb() {  # NAME MODEL N EPOCHS ARGS...: IMDB from a pretrained model
+  local name=$1 model=$2 n=$3 epochs=$4; shift 4
   finetune "$name" "$DATA/imdb/val.tsv" --init-from "$model" --train "$DATA/imdb/train.tsv" \
-    --max-train "$IMDB_TRAIN" --max-len "$n" --truncate head+tail --epochs 2 --batch-size 16 \
-    --lr 1e-4 "$@"
+    --max-train "$IMDB_TRAIN" --max-len "$n" --truncate head+tail --epochs "$epochs" \
+    --batch-size 16 --lr 1e-4 "$@"
 }
 
 stage_corpus() {
@@ -123,7 +126,7 @@ stage_init() {
     local scale=1
     case $v in meanpool-lr0.01) scale=0.01 ;; meanpool-frozen) scale=0 ;; esac
     finished "$OUT/pre/init-$v" && IMDB_TRAIN=$INIT_IMDB_TRAIN imdb "imdb-init-$v" \
-      "$OUT/pre/init-$v/model" 512 --projection-lr-scale "$scale" --seed 1
+      "$OUT/pre/init-$v/model" 512 2 --projection-lr-scale "$scale" --seed 1
   done
   return 0
 }
@@ -151,14 +154,14 @@ stage_finetune() {
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     for seed in 1 2; do
       finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
-        --train "$DATA/sst2/train.tsv" --max-len 64 --epochs 2 --batch-size 32 --lr 1e-4 \
+        --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
         --projection-lr-scale "$PROJ_LR" --seed "$seed"
-      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 --projection-lr-scale "$PROJ_LR" --seed "$seed"
+      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" --projection-lr-scale "$PROJ_LR" --seed "$seed"
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
   wanted lin-k128-n2048 && finished "$OUT/pre/lin-k128-n2048" &&
-    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 --batch-size 4 \
+    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" --batch-size 4 \
       --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
   return 0
 }
