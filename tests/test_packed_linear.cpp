@@ -115,6 +115,45 @@ TEST(PackedLinear, WeightsAreCopiedAtPackTime) {
   EXPECT_EQ(pl.bytes() >= size_t(N * K * 4), true);
 }
 
+// The input-gradient form: pack_transposed(W [rows, cols]) maps x [., rows] to x W, checked
+// against gemm_naive on the rounded operands; re-packing new weights of the same shape into
+// the same object (as bf16 training does after every step) gives the new product; a
+// pre-rounded input gives the same result as rounding inside, over more rows than one block.
+TEST(PackedLinear, TransposedRepackedAndPreRounded) {
+  const int64_t Wr = 72, Wc = 136, rows = PackedLinear::kMaxRowsRounded + 100;
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+    const bool bf16 = t == ComputeType::bf16;
+    auto r = [&](std::vector<float> v) {
+      if (bf16)
+        for (float& f : v) f = round_bf16(f);
+      return v;
+    };
+    PackedLinear pl;
+    for (uint64_t seed : {41u, 42u}) {
+      const auto W = test::random_vec(Wr * Wc, seed);
+      const auto x = test::random_vec(rows * Wr, seed + 10);
+      pl.pack_transposed(W.data(), Wr, Wc, t);
+      ASSERT_EQ(pl.in_features(), Wr);
+      ASSERT_EQ(pl.out_features(), Wc);
+      std::vector<float> out(rows * Wc), want(rows * Wc);
+      pl.apply(out.data(), x.data(), rows, nullptr, Epi::store);
+      const auto xr = r(x), Wrd = r(W);
+      gemm_naive(false, false, rows, Wc, Wr, 1.f, xr.data(), Wr, Wrd.data(), Wc, 0.f, want.data(),
+                 Wc);
+      EXPECT_LT(test::rel_error(out.data(), want.data(), out.size()), 2e-6)
+          << compute_type_name(t) << " seed " << seed;
+      if (!bf16) continue;
+      std::vector<uint16_t> x16(x.size());
+      to_bf16(x16.data(), x.data(), rows, Wr, Wr);
+      // The f32 input passed beside it is zero: a result from it would be all zeros.
+      const std::vector<float> zeros(x.size(), 0.f);
+      std::vector<float> pre(rows * Wc);
+      pl.apply(pre.data(), zeros.data(), rows, nullptr, Epi::store, x16.data());
+      EXPECT_LT(test::rel_error(pre.data(), want.data(), pre.size()), 2e-6) << "seed " << seed;
+    }
+  }
+}
+
 TEST(PackedLinear, RejectsUseBeforePackAndEmptyWeights) {
   PackedLinear pl;
   float y = 0, x = 0;

@@ -137,8 +137,10 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
                 ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
             "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
             " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
-  LF_DCHECK(M == 0 || N == 0 || (C && (K == 0 || (A && B))), "gemm: null operand for M=", M,
-            " N=", N, " K=", K);
+  LF_DCHECK(M == 0 || N == 0 ||
+                (C && (K == 0 || ((A || (pre.a && gemm_runs_bf16(t, M, N, K))) &&
+                                  (B || (pre.b && gemm_runs_bf16(t, M, N, K)))))),
+            "gemm: null operand for M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(M) * static_cast<double>(N) * K);
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.

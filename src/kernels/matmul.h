@@ -35,8 +35,9 @@ struct Bf16Inputs {
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
-// once per shape and thread and cached. `pre` only serves products that run in bf16; the f32
-// operands are always given (products too small for bf16 use them). bias [N] (only with
+// once per shape and thread and cached. `pre` only serves products that run in bf16; an f32
+// operand may be null only when its rounded copy is given and the product runs in bf16
+// (gemm_runs_bf16; smaller products use the f32 operands). bias [N] (only with
 // alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue, or for sgemm
 // copied into C before the product adds onto it.
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -93,7 +94,12 @@ class PackedLinear {
   PackedLinear& operator=(PackedLinear&&) noexcept;
 
   // Packs W [out_features, in_features] (row-major). W is copied; it may change afterwards.
+  // Packing again with the same shape, type and orientation reuses the storage, the
+  // primitives and the reorder (bf16 training re-packs its weights after every step).
   void pack(const float* W, int64_t out_features, int64_t in_features, ComputeType type);
+  // Packs W^T instead, for y = x W with W [rows, cols] row-major: in_features = rows,
+  // out_features = cols (the input-gradient product dX = dY W of a linear map).
+  void pack_transposed(const float* W, int64_t rows, int64_t cols, ComputeType type);
   bool packed() const;
   ComputeType type() const;
   int64_t in_features() const;
@@ -103,12 +109,17 @@ class PackedLinear {
   static size_t packed_bytes(int64_t out_features, int64_t in_features, ComputeType type);
 
   // out [rows, out_features] (leading dimension out_features) from x [rows, in_features];
-  // bias [out_features] or null.
-  void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e) const;
+  // bias [out_features] or null. x16 (bf16 only, or null): x already rounded to bfloat16
+  // (dense), used instead of rounding x again.
+  void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
+             const uint16_t* x16 = nullptr) const;
 
   // Rows a single product handles at most (a power of two); calls run in blocks of this many
   // rows, then of decreasing powers of two, so that oneDNN sees few distinct shapes.
   static constexpr int64_t kMaxRows = 1024;
+  // The same with a pre-rounded input (x16, training), which needs no scratch copy: larger
+  // blocks run faster there (a bias epilogue on 1024-row blocks costs oneDNN ~25%).
+  static constexpr int64_t kMaxRowsRounded = 8192;
   // Per-thread scratch bytes apply() may hold for inputs of in_features columns (bf16 copy
   // of the input block), beside oneDNN's own small scratchpad.
   static size_t scratch_bytes(int64_t in_features, ComputeType type);
@@ -116,6 +127,7 @@ class PackedLinear {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  void pack_impl(const float* W, int64_t N, int64_t K, ComputeType type, bool transposed);
 };
 
 }  // namespace lf

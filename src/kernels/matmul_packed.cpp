@@ -34,9 +34,11 @@ T* grow(Buffer<T>& b, size_t count) {
 
 struct PackedLinear::Impl {
   ComputeType type = ComputeType::f32;
-  int64_t N = 0, K = 0;  // out, in features
+  int64_t N = 0, K = 0;     // out, in features
+  bool transposed = false;  // packed from W^T (pack_transposed)
   dnnl::memory::desc wdesc;
   Buffer<uint8_t> weights;
+  dnnl::reorder repack;  // source layout -> packed layout, kept for the next pack()
 
   // One primitive per (rows, epilogue, bias, called from a parallel region): oneDNN tunes
   // its blocking to the shape and to the threads it may use.
@@ -102,22 +104,40 @@ PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
 
 void PackedLinear::pack(const float* W, int64_t out_features, int64_t in_features,
                         ComputeType type) {
-  LF_CHECK(out_features > 0 && in_features > 0, "packed linear: empty weight (", out_features, "x",
-           in_features, ")");
-  auto im = std::make_unique<Impl>();
-  im->type = type;
-  im->N = out_features;
-  im->K = in_features;
-  im->wdesc = im->packed_desc();
-  im->weights.resize(im->wdesc.get_size());
-  // W [N, K] row-major is the logical [K, N] matrix in `ba` order; the reorder rounds to bf16.
-  dnnl::memory src({{in_features, out_features}, dt::f32, tag::ba}, cpu_engine(),
-                   const_cast<float*>(W));
+  pack_impl(W, out_features, in_features, type, false);
+}
+
+void PackedLinear::pack_transposed(const float* W, int64_t rows, int64_t cols, ComputeType type) {
+  pack_impl(W, cols, rows, type, true);
+}
+
+void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType type,
+                             bool transposed) {
+  LF_CHECK(N > 0 && K > 0, "packed linear: empty weight (", N, "x", K, ")");
+  // The product's weight is the logical [K, N] matrix: W [N, K] row-major is it in `ba`
+  // order, and W [K, N] (pack_transposed) in `ab` order. The reorder rounds to bf16.
+  const dnnl::memory::desc src_md({K, N}, dt::f32, transposed ? tag::ab : tag::ba);
+  Impl* im = impl_.get();
+  const bool reuse = im && im->N == N && im->K == K && im->type == type &&
+                     im->transposed == transposed;
+  if (!reuse) {
+    auto fresh = std::make_unique<Impl>();
+    fresh->type = type;
+    fresh->N = N;
+    fresh->K = K;
+    fresh->transposed = transposed;
+    fresh->wdesc = fresh->packed_desc();
+    fresh->weights.resize(fresh->wdesc.get_size());
+    fresh->repack = dnnl::reorder(dnnl::reorder::primitive_desc(
+        cpu_engine(), src_md, cpu_engine(), fresh->wdesc));
+    impl_ = std::move(fresh);
+    im = impl_.get();
+  }
+  dnnl::memory src(src_md, cpu_engine(), const_cast<float*>(W));
   dnnl::memory dst(im->wdesc, cpu_engine(), im->weights.data());
-  dnnl::stream strm(cpu_engine());
-  dnnl::reorder(src, dst).execute(strm, src, dst);
+  thread_local dnnl::stream strm(cpu_engine());
+  im->repack.execute(strm, src, dst);
   strm.wait();
-  impl_ = std::move(im);
 }
 
 bool PackedLinear::packed() const { return impl_ && impl_->N > 0; }
@@ -145,8 +165,8 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
   return type == ComputeType::bf16 ? kMaxRows * in_features * sizeof(uint16_t) : 0;
 }
 
-void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias,
-                         Epilogue e) const {
+void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
+                         const uint16_t* x16) const {
   LF_CHECK(packed(), "packed linear: apply() before pack()");
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
@@ -160,12 +180,15 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
   const dnnl::memory wm(im.wdesc, cpu_engine(), const_cast<uint8_t*>(im.weights.data()));
   // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
   // row counts ever reach oneDNN, so few primitives are built however the batches vary.
+  const int64_t max_rows = x16 ? kMaxRowsRounded : kMaxRows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
-    M = std::min(kMaxRows, rows - r0);
+    M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
     const Impl::Entry& en = im.get(M, e, bias != nullptr, nested);
     void* src = const_cast<float*>(x + r0 * im.K);
-    if (im.type == ComputeType::bf16) {
+    if (im.type == ComputeType::bf16 && x16) {
+      src = const_cast<uint16_t*>(x16 + r0 * im.K);
+    } else if (im.type == ComputeType::bf16) {
       uint16_t* b = grow(xb, static_cast<size_t>(M * im.K));
       to_bf16(b, x + r0 * im.K, M, im.K, im.K);
       src = b;

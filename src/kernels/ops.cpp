@@ -24,13 +24,19 @@ int64_t row_grain(int64_t cols) {
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType prec, const uint16_t* W16,
+                    const LinearDims& d, ComputeType prec, const Bf16Weight& W16,
                     const uint16_t* inp16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
-  LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
+  const bool bf16 = gemm_runs_bf16(prec, d.rows, d.out, d.in);
+  LF_DCHECK(d.rows == 0 || (out && (inp || (bf16 && inp16)) && W),
+            "linear_forward: null out, input or weight");
+  if (bf16 && W16.forward) {
+    W16.forward->apply(out, inp, d.rows, b, PackedLinear::Epilogue::store, inp16);
+    return;
+  }
   // A bf16 product adds the bias in its epilogue; for sgemm out starts as the bias rows.
-  const bool fused = b && gemm_runs_bf16(prec, d.rows, d.out, d.in);
+  const bool fused = b && bf16;
   if (b && !fused) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, d.rows, row_grain(d.out), [&](int64_t r0, int64_t r1) {
@@ -38,7 +44,7 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
     });
   }
   gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b && !fused ? 1.f : 0.f,
-       out, d.out, Bf16Inputs{inp16, W16}, fused ? b : nullptr);
+       out, d.out, Bf16Inputs{inp16, W16.plain}, fused ? b : nullptr);
 }
 
 namespace {
@@ -71,11 +77,12 @@ const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dou
 }  // namespace
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec, const uint16_t* W16,
-                     const uint16_t* inp16, GradInto into) {
+                     const float* W, const LinearDims& d, ComputeType prec,
+                     const Bf16Weight& W16, const uint16_t* inp16, GradInto into) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
-  LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) && (!dW || inp)),
+  LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) &&
+                            (!dW || inp || (inp16 && gemm_runs_bf16(prec, d.out, d.in, d.rows)))),
             "linear_backward: null output gradient, or a gradient without its operand");
   const int64_t rows = d.rows, in = d.in, out_f = d.out;
   // dout rounded once when both products run in bf16 (it is the A operand of each).
@@ -87,9 +94,14 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     g16 = round_and_sum_columns(dout16.data(), db, dout, rows, out_f);
     db = nullptr;
   }
-  if (dinp)
+  if (dinp && W16.backward && gemm_runs_bf16(prec, rows, in, out_f))
+    W16.backward->apply(dinp, dout, rows, nullptr,
+                        into == GradInto::add ? PackedLinear::Epilogue::accumulate
+                                              : PackedLinear::Epilogue::store,
+                        g16);
+  else if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
-         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16});
+         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16.plain});
   if (dW)
     gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
          Bf16Inputs{g16, inp16});
@@ -175,13 +187,18 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16) {
+  LF_DCHECK(out || out16, "gelu_forward: no output");
   PhaseScope ps(Phase::elementwise);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    // Blocks small enough that the bf16 copy reads the output from the cache.
-    for (int64_t j0 = i0; j0 < i1; j0 += 4096) {
-      const int64_t len = std::min<int64_t>(4096, i1 - j0);
-      vm::gelu_n(out + j0, inp + j0, len);
-      if (out16) vm::to_bf16_n(out16 + j0, out + j0, len);
+    // Blocks small enough that the bf16 copy reads the output from the cache (a per-thread
+    // block when there is no f32 output).
+    constexpr int64_t kBlock = 4096;
+    thread_local float block[kBlock];
+    for (int64_t j0 = i0; j0 < i1; j0 += kBlock) {
+      const int64_t len = std::min<int64_t>(kBlock, i1 - j0);
+      float* y = out ? out + j0 : block;
+      vm::gelu_n(y, inp + j0, len);
+      if (out16) vm::to_bf16_n(out16 + j0, y, len);
     }
   });
 }

@@ -23,17 +23,32 @@ struct LinearDims {
   int64_t rows = 0, in = 0, out = 0;
 };
 
-// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). W16 and
-// inp16: W and inp already rounded to bfloat16 (same layouts, inp dense), or null; used by
-// bf16 products only.
+class PackedLinear;
+// A weight's bfloat16 forms for bf16 products (each may be null): its plain rounded copy
+// (same layout as W), and W packed for the forward product x W^T and for the input gradient
+// dY W (kernels/matmul.h). The packed forms run only for the products gemm_runs_bf16 sends
+// to bf16; the rest use the plain copy.
+struct Bf16Weight {
+  const uint16_t* plain = nullptr;
+  const PackedLinear* forward = nullptr;   // pack(W, out, in)
+  const PackedLinear* backward = nullptr;  // pack_transposed(W, out, in)
+  Bf16Weight() = default;
+  Bf16Weight(const uint16_t* w16) : plain(w16) {}  // NOLINT: a plain copy alone converts
+  Bf16Weight(const uint16_t* w16, const PackedLinear* fwd, const PackedLinear* bwd)
+      : plain(w16), forward(fwd), backward(bwd) {}
+};
+
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). W16:
+// W's bf16 forms; inp16: inp already rounded to bfloat16 (dense), or null; used by bf16
+// products only.
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
                     const LinearDims& d, ComputeType t = ComputeType::f32,
-                    const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr);
+                    const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr);
 // dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
 // of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
-                     const uint16_t* W16 = nullptr, const uint16_t* inp16 = nullptr,
+                     const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr,
                      GradInto into = GradInto::add);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
@@ -44,7 +59,8 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         int64_t C, GradInto into = GradInto::add);
 
 // GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward. out16 (or
-// null): out rounded to bf16 as well, in the same pass (the input of a bf16 product).
+// null): out rounded to bf16 as well, in the same pass (the input of a bf16 product); out
+// may be null when out16 is given.
 void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16 = nullptr);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "layers/attention.h"
 #include "linformer/config.h"
 
@@ -21,6 +22,9 @@ enum Site : uint64_t { kEmb = 1, kAttnProbs, kAttnOut, kFfnOut, kClsIn, kClsHidd
 struct Linear {
   float *w = nullptr, *b = nullptr;  // w [out, in], b [out]
   PackedLinear packed;               // inference copy of w in the compute type (when packed)
+  // bf16 training: w packed for the forward product and for the input gradient, re-packed
+  // into the same storage after every weight change.
+  PackedLinear train_fwd, train_bwd;
 };
 struct Norm {
   float *w = nullptr, *b = nullptr;
@@ -87,8 +91,13 @@ struct GradMap {
 struct Bf16Map {
   const float* params = nullptr;
   const uint16_t* params16 = nullptr;
+  bool packed = false;  // the linear maps' train_fwd/train_bwd hold the current weights
   const uint16_t* operator()(const float* p) const {
     return params16 ? params16 + (p - params) : nullptr;
+  }
+  // A linear map's weight in every bf16 form there is.
+  Bf16Weight operator()(const Linear& l) const {
+    return packed ? Bf16Weight((*this)(l.w), &l.train_fwd, &l.train_bwd) : Bf16Weight((*this)(l.w));
   }
 };
 

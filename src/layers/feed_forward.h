@@ -15,7 +15,8 @@ struct FeedForward {
   Bf16Map w16 = {};                  // and the weights' bf16 copies (bf16 training)
 
   // Training: y [R,D] from x [R,D]; keeps h = x W1^T + b1 and g = GELU(h) [R,F] for backward.
-  // bf16 training: x16 is x rounded to bfloat16, and g is rounded into g16 (null: neither).
+  // bf16 training: x16 is x rounded to bfloat16, and g is rounded into g16 (null: neither);
+  // g may then be null, when the products on it run in bf16 (gemm_runs_bf16(t, R, D, F)).
   void forward(float* y, float* h, float* g, const float* x, int64_t R,
                const uint16_t* x16 = nullptr, uint16_t* g16 = nullptr) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients

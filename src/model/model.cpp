@@ -34,6 +34,12 @@ void for_each_encoder_linear(Layers& ls, const Config& cfg, F f) {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 
+// bf16 training: W [out, in] packed for x W^T and for dY W, into the storage of the last step.
+void pack_for_training(Linear& l, int64_t out, int64_t in) {
+  l.train_fwd.pack(l.w, out, in, ComputeType::bf16);
+  l.train_bwd.pack_transposed(l.w, out, in, ComputeType::bf16);
+}
+
 }  // namespace
 
 Model::Impl::Impl(const Config& c) : cfg(c) {
@@ -142,9 +148,24 @@ Bf16Map Model::Impl::bf16_map() {
   if (!params16_current) {
     params16.resize(params.size());
     round_bf16(params16.data(), params.data(), static_cast<int64_t>(params.size()));
+    // The weights of the linear maps also packed for their products, into last step's storage.
+    PhaseScope ps(Phase::matmul);  // weight conversion for the products, as the rounding is
+    for_each_encoder_linear(layers, cfg, pack_for_training);
     params16_current = true;
+    head16_current = false;
   }
-  return {params.data(), params16.data()};
+  return {params.data(), params16.data(), /*packed=*/true};
+}
+
+Bf16Map Model::Impl::mlm_bf16_map() {
+  const Bf16Map m = bf16_map();
+  if (m.packed && !head16_current) {
+    PhaseScope ps(Phase::matmul);
+    pack_for_training(lm_dense, cfg.d_model, cfg.d_model);
+    word_fwd16.pack(word, cfg.vocab_size, cfg.d_model, ComputeType::bf16);
+    head16_current = true;
+  }
+  return m;
 }
 
 LayerContext Model::Impl::layer_context() {

@@ -72,9 +72,19 @@ struct Model::Impl : Layout {
   GradMap grad_map() { return {params.data(), gbase()}; }
   // bf16 training: the parameters rounded to bfloat16 in one buffer of the same layout, made
   // at the first training forward after the weights changed (once per step).
+  // The encoder's linear maps are also packed for their products (Linear::train_fwd/bwd).
   Buffer<uint16_t> params16;
   bool params16_current = false;
   Bf16Map bf16_map();
+  // The MLM head's weights packed likewise, when the head runs (not while finetuning a
+  // classifier): its dense map, and the tied output map Word^T in word_fwd16.
+  PackedLinear word_fwd16;
+  bool head16_current = false;
+  Bf16Map mlm_bf16_map();
+  // Whether training on R rows keeps GELU's output in bf16 only (FeedForward::forward).
+  bool gelu_output_bf16_only(int64_t R) const {
+    return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_ff);
+  }
 
   float* P(const std::string& name) {
     auto it = index.find(name);

@@ -62,7 +62,9 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     A.rstd2 = c.take<float>(R);
     A.ffn_in = c.take<float>(R * D);
     A.h = c.take<float>(R * F);
-    A.g = c.take<float>(R * F);
+    // GELU's output feeds only the second FFN map's products: when they run in bf16 its
+    // bf16 copy (g16) is all there is.
+    if (!gelu_output_bf16_only(R)) A.g = c.take<float>(R * F);
     if (!pre) A.f = c.take<float>(R * D);
     if (train_compute == ComputeType::bf16) {
       A.in16 = c.take<uint16_t>(R * D);
