@@ -11,6 +11,8 @@
 #     pretrain  the four main models on TOKENS tokens each
 #     finetune  SST-2 and IMDB, two seeds, and IMDB at full length (n = 2048)
 #     all       everything in order
+#     archive   copy the runs' small result files (metrics, perplexities, evaluations, logs) to
+#               ARCHIVE (experiments/results/quality), which quality_report.py reads like OUT
 # Environment: DATA (../shared/data), OUT (runs/quality), TIME_LIMIT (seconds per call, 0: none),
 #   TOKENS (main pretraining budget, 15000000), INIT_TOKENS (init study, 3000000),
 #   IMDB_TRAIN (training reviews, 10000), INIT_IMDB_TRAIN (the init study's, 5000),
@@ -27,7 +29,7 @@
 # then `pretrain` with INIT and PROJ_LR set from the study, then `finetune`;
 # experiments/quality_report.py OUT prints the tables.
 set -euo pipefail
-stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all [BINARY]}
+stage=${1:?usage: experiments/quality.sh corpus|init|pretrain|finetune|all|archive [BINARY]}
 LF=${2:-build/linformer}
 DATA=${DATA:-../shared/data}
 OUT=${OUT:-runs/quality}
@@ -166,11 +168,26 @@ stage_finetune() {
   return 0
 }
 
+stage_archive() {
+  local dest=${ARCHIVE:-experiments/results/quality} f rel
+  mkdir -p "$dest"
+  [[ -f "$corpus/recipe.tsv" ]] && cp "$corpus/recipe.tsv" "$dest/"
+  for f in "$OUT"/pre/*.log "$OUT"/pre/*/{train_args.json,metrics.jsonl,perplexity.json} \
+           "$OUT"/cls/*.log "$OUT"/cls/*/{train_args.json,metrics.jsonl,eval.json}; do
+    [[ -f "$f" ]] || continue
+    rel=${f#"$OUT"/}
+    mkdir -p "$dest/$(dirname "$rel")"
+    cp "$f" "$dest/$rel"
+  done
+  echo "archived $OUT into $dest"
+}
+
 case $stage in
   corpus) stage_corpus ;;
   init) stage_corpus; stage_init ;;
   pretrain) stage_corpus; stage_pretrain ;;
   finetune) stage_finetune ;;
   all) stage_corpus; stage_init; stage_pretrain; stage_finetune ;;
+  archive) stage_archive ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -3,7 +3,8 @@
 
     experiments/quality_report.py OUT [SVG]
 
-OUT is the folder quality.sh wrote (its OUT, runs/quality by default). Prints markdown: the
+OUT is the folder quality.sh wrote (its OUT, runs/quality by default), or its archive
+(experiments/results/quality, written by `quality.sh archive`). Prints markdown: the
 pretraining runs (tokens, steps, time, last validation perplexity of the run's own evaluation,
 and the perplexity of `linformer perplexity` on the validation text with fixed masks), the
 initialisation study, and the classification runs with the mean of their seeds. With SVG,
@@ -40,7 +41,10 @@ def fmt(x, spec):
 
 
 def finished(run, steps):
-    """The run reached its last step (a --time-limit stop also writes run/model)."""
+    """The run reached its last step (a --time-limit stop also writes run/model). quality.sh
+    writes perplexity.json only then, which is all an archived run (`quality.sh archive`) has."""
+    if (run / "perplexity.json").exists():
+        return True
     ckpts = [int(p.name[5:]) for p in (run / "checkpoints").glob("step-*") if p.name[5:].isdigit()]
     return (run / "model").is_dir() and steps is not None and max(ckpts, default=0) >= steps
 
