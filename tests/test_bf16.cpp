@@ -77,6 +77,32 @@ TEST(GeluBf16, CopyIsTheRoundedOutput) {
   }
 }
 
+// GELU's backward for a bf16 map: the rounded copy is gelu_backward_inplace's result rounded
+// to nearest even, element for element, and the column sums (added to what db held) match
+// a double-precision sum of that result, over rows split between threads and a ragged width.
+TEST(GeluBf16, BackwardRoundsAndSumsColumns) {
+  const int64_t rows = 301, cols = 1029;
+  auto h = test::random_vec(rows * cols, 31);
+  auto d = test::random_vec(rows * cols, 32);
+  for (float& v : h) v *= 3.f;
+  auto db = test::random_vec(cols, 33);
+  const auto db0 = db;
+  std::vector<uint16_t> d16(rows * cols);
+  gelu_backward_round(d16.data(), db.data(), d.data(), h.data(), rows, cols);
+  auto want = d;
+  gelu_backward_inplace(want.data(), h.data(), rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &want[i], 4);
+    ASSERT_EQ(d16[i], (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << i;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    double sum = db0[c];
+    for (int64_t r = 0; r < rows; ++r) sum += want[r * cols + c];
+    ASSERT_NEAR(db[c], sum, 1e-4 * (1.0 + std::abs(sum))) << c;
+  }
+}
+
 // A bias row (the linear maps' epilogue in bf16, a copy under sgemm) against gemm_naive plus
 // the bias, in both precisions; C's padding stays untouched.
 TEST(GemmBias, AddedToEveryRow) {

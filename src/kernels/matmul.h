@@ -110,7 +110,7 @@ class PackedLinear {
 
   // out [rows, out_features] (leading dimension out_features) from x [rows, in_features];
   // bias [out_features] or null. x16 (bf16 only, or null): x already rounded to bfloat16
-  // (dense), used instead of rounding x again.
+  // (dense), used instead of rounding x again (x may then be null).
   void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
              const uint16_t* x16 = nullptr) const;
 

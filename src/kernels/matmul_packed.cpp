@@ -171,7 +171,8 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
-  LF_DCHECK(out && x, "packed linear: null input or output for ", rows, " rows");
+  LF_DCHECK(out && (x || (x16 && im.type == ComputeType::bf16)),
+            "packed linear: null input or output for ", rows, " rows");
   thread_local dnnl::stream strm(cpu_engine());
   thread_local Buffer<uint16_t> xb;
   thread_local Buffer<uint8_t> pad;

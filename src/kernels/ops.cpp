@@ -49,21 +49,23 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
 
 namespace {
 
-// d16 = bf16(dout) [rows, cols] and, when db is given, db[c] += sum over rows of dout[r, c], in
-// one pass over dout: threads take blocks of rows and add their partial sums in thread order.
-const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dout, int64_t rows,
-                                      int64_t cols) {
-  if (!db) return round_bf16(d16, dout, rows * cols);
-  PhaseScope ps(Phase::matmul);  // the rounding serves the products, as round_bf16's does
-  thread_local Buffer<float> partial;
+// d16 = bf16(G) [rows, cols] and db[c] += sum over rows of G[r, c], in one pass over G, whose
+// row r is row(r, buf): a pointer to cols floats, computed into buf (cols floats, per thread)
+// or read where they are. Threads take blocks of rows and add their partial sums in thread
+// order.
+template <typename Row>
+void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Row row) {
+  thread_local Buffer<float> partial, rowbuf;
   const int nt = num_threads();
   if (partial.size() < static_cast<size_t>(nt * cols)) partial.resize(nt * cols);
   float* part = partial.data();
   std::fill(part, part + nt * cols, 0.f);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     float* acc = part + thread_id() * cols;
+    thread_local Buffer<float> buf;  // this thread's row, when row() computes it
+    if (buf.size() < static_cast<size_t>(cols)) buf.resize(cols);
     for (int64_t r = r0; r < r1; ++r) {
-      const float* g = dout + r * cols;
+      const float* g = row(r, buf.data());
       vm::to_bf16_n(d16 + r * cols, g, cols);
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) acc[c] += g[c];
@@ -71,6 +73,16 @@ const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dou
   });
   for (int t = 0; t < nt; ++t)
     for (int64_t c = 0; c < cols; ++c) db[c] += part[t * cols + c];
+}
+
+// d16 = bf16(dout) [rows, cols] and, when db is given, db[c] += sum over rows of dout[r, c], in
+// one pass over dout.
+const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dout, int64_t rows,
+                                      int64_t cols) {
+  if (!db) return round_bf16(d16, dout, rows * cols);
+  PhaseScope ps(Phase::matmul);  // the rounding serves the products, as round_bf16's does
+  round_and_sum_rows(d16, db, rows, cols,
+                     [&](int64_t r, float*) { return dout + r * cols; });
   return d16;
 }
 
@@ -78,10 +90,13 @@ const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dou
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType prec,
-                     const Bf16Weight& W16, const uint16_t* inp16, GradInto into) {
+                     const Bf16Weight& W16, const uint16_t* inp16, GradInto into,
+                     const uint16_t* pre_rounded) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
-  LF_DCHECK(d.rows == 0 || (dout && (!dinp || W) &&
+  LF_DCHECK(!pre_rounded || linear_backward_runs_bf16(prec, d),
+            "linear_backward: a pre-rounded output gradient needs both products in bf16");
+  LF_DCHECK(d.rows == 0 || ((dout || pre_rounded) && (!dinp || W) &&
                             (!dW || inp || (inp16 && gemm_runs_bf16(prec, d.out, d.in, d.rows)))),
             "linear_backward: null output gradient, or a gradient without its operand");
   const int64_t rows = d.rows, in = d.in, out_f = d.out;
@@ -89,7 +104,10 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   // The bias gradient's column sums are taken in the same pass over dout.
   thread_local Buffer<uint16_t> dout16;
   const uint16_t* g16 = nullptr;
-  if (dinp && dW && gemm_runs_bf16(prec, rows, in, out_f) && gemm_runs_bf16(prec, out_f, in, rows)) {
+  if (pre_rounded) {
+    g16 = pre_rounded;
+    db = nullptr;  // the caller summed it
+  } else if (dinp && dW && linear_backward_runs_bf16(prec, d)) {
     if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
     g16 = round_and_sum_columns(dout16.data(), db, dout, rows, out_f);
     db = nullptr;
@@ -208,6 +226,23 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
     vm::gelu_backward_n(dinp + i0, inp + i0, dout + i0, i1 - i0);
   });
+}
+
+bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d) {
+  return gemm_runs_bf16(t, d.rows, d.in, d.out) && gemm_runs_bf16(t, d.out, d.in, d.rows);
+}
+
+const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const float* dout, const float* inp,
+                                    int64_t rows, int64_t cols) {
+  LF_DCHECK(rows >= 0 && cols > 0 && (rows == 0 || (d16 && db && dout && inp)),
+            "gelu_backward_round: bad shape or null pointer");
+  PhaseScope ps(Phase::elementwise);
+  round_and_sum_rows(d16, db, rows, cols, [&](int64_t r, float* buf) {
+    std::copy(dout + r * cols, dout + (r + 1) * cols, buf);
+    vm::gelu_backward_inplace_n(buf, inp + r * cols, cols);
+    return static_cast<const float*>(buf);
+  });
+  return d16;
 }
 
 void gelu_backward_inplace(float* d, const float* inp, int64_t n) {

@@ -46,10 +46,14 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
                     const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr);
 // dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
 // of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
+// pre_rounded: dout already rounded to bf16 (dense) with db already summed (db is then
+// ignored, and dout may be null); only when linear_backward_runs_bf16(t, d).
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
                      const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr,
-                     GradInto into = GradInto::add);
+                     GradInto into = GradInto::add, const uint16_t* pre_rounded = nullptr);
+// Whether both gradient products of linear_backward run in bf16 (dout is then rounded once).
+bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
@@ -65,6 +69,11 @@ void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16 = nul
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
 void gelu_backward_inplace(float* d, const float* inp, int64_t n);
+// The same over [rows, cols] for a bf16 linear map's backward: d(inp) rounded to bf16 into
+// d16 and its column sums added to db (the map's bias gradient), in one pass, without
+// writing d(inp) in f32. Returns d16.
+const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const float* dout, const float* inp,
+                                    int64_t rows, int64_t cols);
 
 // tanh; backward uses the cached output.
 void tanh_forward(float* out, const float* inp, int64_t n);

@@ -150,7 +150,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
     ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
-                 A.g, R, g, A.ffn_in16, A.g16);
+                 A.g, R, g, A.ffn_in16, A.g16, GradInto::add, L.dG16);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D, GradInto::overwrite);  // d a
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
@@ -158,7 +158,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
                               GradInto::add);
   } else {
     ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
-                 A.h, A.g, R, g, A.ffn_in16, A.g16, GradInto::overwrite);
+                 A.h, A.g, R, g, A.ffn_in16, A.g16, GradInto::overwrite, L.dG16);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
     attention_branch_backward(c, lp, A, l, A.ln1, L.d2,

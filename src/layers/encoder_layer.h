@@ -73,6 +73,7 @@ struct Layout {
         *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
         *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
         *proj_scratch = nullptr;
+  uint16_t* dG16 = nullptr;  // bf16 training: the FFN's hidden gradient, rounded
   // Inference: per-thread row-block workspace (see layer_forward_infer).
   float* work = nullptr;
   int64_t work_floats = 0;  // per thread

@@ -18,13 +18,21 @@ void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t 
 
 void FeedForward::backward(float* dx, float* dG, const float* dy, const float* x,
                            const float* h, const float* g, int64_t R, const GradMap& grad,
-                           const uint16_t* x16, const uint16_t* g16, GradInto into) const {
+                           const uint16_t* x16, const uint16_t* g16, GradInto into,
+                           uint16_t* dG16) const {
   linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
                   LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out), g16,
                   GradInto::overwrite);
+  const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F};
+  if (dG16 && linear_backward_runs_bf16(t, first)) {  // d(h) in bf16 only, bias summed
+    gelu_backward_round(dG16, grad(inter.b), dG, h, R, F);
+    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, w16(inter), x16,
+                    into, dG16);
+    return;
+  }
   gelu_backward_inplace(dG, h, R * F);  // dG becomes d(h)
-  linear_backward(dx, grad(inter.w), grad(inter.b), dG, x, inter.w,
-                  LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t, w16(inter), x16, into);
+  linear_backward(dx, grad(inter.w), grad(inter.b), dG, x, inter.w, first, t, w16(inter), x16,
+                  into);
 }
 
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,

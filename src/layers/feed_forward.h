@@ -20,10 +20,14 @@ struct FeedForward {
   void forward(float* y, float* h, float* g, const float* x, int64_t R,
                const uint16_t* x16 = nullptr, uint16_t* g16 = nullptr) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
-  // through grad. dG: [R,F] scratch. x16, g16: forward's roundings (or null).
+  // through grad. dG: [R,F] scratch. x16, g16: forward's roundings (or null). dG16: [R,F]
+  // bf16 scratch (or null): when the first map's gradient products run in bf16, GELU's
+  // backward writes its result there only, rounded, with the bias gradient summed in the
+  // same pass.
   void backward(float* dx, float* dG, const float* dy, const float* x, const float* h,
                 const float* g, int64_t R, const GradMap& grad, const uint16_t* x16 = nullptr,
-                const uint16_t* g16 = nullptr, GradInto into = GradInto::add) const;
+                const uint16_t* g16 = nullptr, GradInto into = GradInto::add,
+                uint16_t* dG16 = nullptr) const;
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.
   void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;

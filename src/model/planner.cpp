@@ -100,6 +100,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.demk = c.take<float>(RK);
   Lo.demv = c.take<float>(RK);
   Lo.dG = c.take<float>(R * F);
+  if (train_compute == ComputeType::bf16) Lo.dG16 = c.take<uint16_t>(R * F);
   Lo.proj_scratch = c.take<float>(B * maxK * N);
   out = std::move(Lo);
   return c.bytes;
