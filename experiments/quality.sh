@@ -60,7 +60,13 @@ finished() {
 pretrain() {
   local name=$1 tokens=$2 n=$3 batch=$4; shift 4
   local run=$OUT/pre/$name
-  finished "$run" && { echo "$name: done"; return 0; }
+  if finished "$run"; then
+    echo "$name: done"
+    [[ -f "$run/perplexity.json" ]] || "$LF" perplexity --model "$run/model" \
+      --text "$corpus/valid.txt" --seq-len "$n" --seed 1 --quiet \
+      --json-out "$run/perplexity.json" >/dev/null
+    return 0
+  fi
   local steps=$(( (tokens + batch * n - 1) / (batch * n) ))
   if [[ -f "$run/train_args.json" ]]; then
     "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$OUT/pre/$name.log"
