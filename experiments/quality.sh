@@ -62,9 +62,7 @@ pretrain() {
   local run=$OUT/pre/$name
   if finished "$run"; then
     echo "$name: done"
-    [[ -f "$run/perplexity.json" ]] || "$LF" perplexity --model "$run/model" \
-      --text "$corpus/valid.txt" --seq-len "$n" --seed 1 --quiet \
-      --json-out "$run/perplexity.json" >/dev/null
+    [[ -f "$run/perplexity.json" ]] || score "$run" "$n"
     return 0
   fi
   local steps=$(( (tokens + batch * n - 1) / (batch * n) ))
@@ -78,10 +76,13 @@ pretrain() {
       --eval-batches 40 --checkpoint-every 200 --log-every 50 --seed 1 \
       --time-limit "$TIME_LIMIT" ${PRETRAIN_ARGS:-} "$@" 2>&1 | tee "$OUT/pre/$name.log"
   fi
-  if finished "$run"; then
-    "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len "$n" --seed 1 \
-      --quiet --json-out "$run/perplexity.json" >/dev/null
-  fi
+  if finished "$run"; then score "$run" "$n"; fi
+}
+
+# score RUN N: the finished model's perplexity on the validation text with fixed masks.
+score() {
+  "$LF" perplexity --model "$1/model" --text "$corpus/valid.txt" --seq-len "$2" --seed 1 \
+    --quiet --json-out "$1/perplexity.json" >/dev/null
 }
 
 # finetune NAME DEV ARGS...: a finetuning run (resumed if begun), then its dev evaluation.
