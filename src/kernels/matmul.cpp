@@ -199,9 +199,22 @@ const Product& batched_product(const BatchedKey& key) {
 
 }  // namespace
 
+bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N,
+                            int64_t K) {
+  return gemm_runs_bf16(t, M, N, K * nb * nh);
+}
+
+const uint16_t* round_batch_bf16(std::vector<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
+                                 int64_t cols, BatchLayout l, const float* X) {
+  const int64_t n = span(nb, nh, rows, cols, l);
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
+  return round_bf16(buf.data(), X, n);
+}
+
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
                   int64_t N, int64_t K, float alpha, const float* A, BatchLayout la,
-                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc) {
+                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc,
+                  const Bf16Inputs& pre) {
   LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && A && B && C,
             "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
             " K=", K);
@@ -211,7 +224,7 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
             " N=", N, " K=", K);
   const double flops = 2.0 * static_cast<double>(nb * nh) * static_cast<double>(M) * N * K;
   PhaseScope ps(Phase::matmul, flops);
-  const bool bf16 = gemm_runs_bf16(t, M, N, K * nb * nh);
+  const bool bf16 = gemm_batched_runs_bf16(t, nb, nh, M, N, K);
   if (!bf16) {  // f32: one sgemm per matrix, the threads splitting the batch
     parallel_for(0, nb * nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -222,17 +235,12 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
     });
     return;
   }
-  const void* a = A;
-  const void* b = B;
-  if (bf16) {  // each operand rounded once over its span, keeping its strides
-    thread_local Buffer<uint16_t> abuf, bbuf;
-    const int64_t na = span(nb, nh, trans_a ? K : M, trans_a ? M : K, la);
-    const int64_t nbb = span(nb, nh, trans_b ? N : K, trans_b ? K : N, lb);
-    if (abuf.size() < static_cast<size_t>(na)) abuf.resize(na);
-    if (bbuf.size() < static_cast<size_t>(nbb)) bbuf.resize(nbb);
-    a = round_bf16(abuf.data(), A, na);
-    b = round_bf16(bbuf.data(), B, nbb);
-  }
+  // Each operand not given rounded is rounded once over its span, keeping its strides.
+  thread_local std::vector<uint16_t> abuf, bbuf;
+  const void* a = pre.a ? pre.a
+                        : round_batch_bf16(abuf, nb, nh, trans_a ? K : M, trans_a ? M : K, la, A);
+  const void* b = pre.b ? pre.b
+                        : round_batch_bf16(bbuf, nb, nh, trans_b ? N : K, trans_b ? K : N, lb, B);
   const BatchedKey key{bf16, nb, nh, trans_a, trans_b, M, N, K, alpha, beta,
                        std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb,
                                               lc.sh, lc.ld}};

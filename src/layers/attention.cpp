@@ -196,10 +196,16 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                           stream_of(i));
         }
       });
+    // dctx and dP are operands of two products each: in bf16 each is rounded once.
+    const bool bf16 = gemm_batched_runs_bf16(prec, k.nb, k.nh, d.N, d.Lk, d.Dh);
+    thread_local std::vector<uint16_t> dctx_buf, dp_buf;
+    const uint16_t* dctx16 =
+        bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx + qo) : nullptr;
     gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, q_l, vv + ko, k_l,
-                 0.f, dP, blk);
+                 0.f, dP, blk, Bf16Inputs{dctx16, nullptr});
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop ? Pd : P,
-                 drop ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l);
+                 drop ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l,
+                 Bf16Inputs{nullptr, dctx16});
     parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
@@ -208,10 +214,12 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
         softmax_backward(g, probs + (b * d.H + h) * tile, g, d.N, d.Lk, scale, false);
       }
     });
+    const uint16_t* dp16 =
+        bf16 ? round_batch_bf16(dp_buf, k.nb, k.nh, d.N, d.Lk, blk, dP) : nullptr;
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l,
-                 beta, dq + qo, q_l);
+                 beta, dq + qo, q_l, Bf16Inputs{dp16, nullptr});
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q + qo, q_l, beta,
-                 dkk + ko, k_l);
+                 dkk + ko, k_l, Bf16Inputs{dp16, nullptr});
   });
 }
 
@@ -430,14 +438,19 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   const BatchLayout lout{K * ldo, 0, ldo}, lx{N * ldx, 0, ldx};
+  // dout is an operand of both products: in bf16 it is rounded once.
+  thread_local std::vector<uint16_t> dout_buf;
+  const uint16_t* dout16 = dx && dE && gemm_batched_runs_bf16(prec, B, 1, N, C, K)
+                               ? round_batch_bf16(dout_buf, B, 1, K, C, lout, dout)
+                               : nullptr;
   if (dx)
     gemm_batched(prec, B, 1, true, false, N, C, K, 1.f, mask ? Ebm : E,
                  mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx,
-                 lx);
+                 lx, Bf16Inputs{nullptr, dout16});
   if (!dE) return;
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
   gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,
-               BatchLayout{K * N, 0, N});
+               BatchLayout{K * N, 0, N}, Bf16Inputs{dout16, nullptr});
   parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       float* g = dE + j * ldE;
