@@ -110,11 +110,11 @@ config() {  # ATTENTION N K SHARING: a small model config file (4 layers, d 256)
   echo "$f"
 }
 
-imdb() {  # NAME MODEL N EPOCHS ARGS...: IMDB from a pretrained model
-  local name=$1 model=$2 n=$3 epochs=$4; shift 4
+imdb() {  # NAME MODEL N EPOCHS BATCH ARGS...: IMDB from a pretrained model
+  local name=$1 model=$2 n=$3 epochs=$4 batch=$5; shift 5
   finetune "$name" "$DATA/imdb/val.tsv" --init-from "$model" --train "$DATA/imdb/train.tsv" \
     --max-train "$IMDB_TRAIN" --max-len "$n" --truncate head+tail --epochs "$epochs" \
-    --batch-size 16 --lr 1e-4 "$@"
+    --batch-size "$batch" --lr 1e-4 "$@"
 }
 
 stage_corpus() {
@@ -135,7 +135,7 @@ stage_init() {
     local scale=1
     case $v in meanpool-lr0.01) scale=0.01 ;; meanpool-frozen) scale=0 ;; esac
     finished "$OUT/pre/init-$v" && IMDB_TRAIN=$INIT_IMDB_TRAIN imdb "imdb-init-$v" \
-      "$OUT/pre/init-$v/model" 512 2 --projection-lr-scale "$scale" --seed 1
+      "$OUT/pre/init-$v/model" 512 2 16 --projection-lr-scale "$scale" --seed 1
   done
   return 0
 }
@@ -165,12 +165,12 @@ stage_finetune() {
       finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
         --projection-lr-scale "$PROJ_LR" --seed "$seed"
-      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" --projection-lr-scale "$PROJ_LR" --seed "$seed"
+      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 --projection-lr-scale "$PROJ_LR" --seed "$seed"
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
   wanted lin-k128-n2048 && finished "$OUT/pre/lin-k128-n2048" &&
-    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" --batch-size 4 \
+    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" 4 \
       --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
   return 0
 }
