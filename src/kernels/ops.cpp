@@ -55,7 +55,7 @@ namespace {
 // order.
 template <typename Row>
 void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Row row) {
-  thread_local Buffer<float> partial, rowbuf;
+  thread_local Buffer<float> partial;
   const int nt = num_threads();
   if (partial.size() < static_cast<size_t>(nt * cols)) partial.resize(nt * cols);
   float* part = partial.data();

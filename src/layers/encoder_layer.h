@@ -89,16 +89,17 @@ struct GradMap {
 
 // Maps a parameter pointer to its bfloat16 copy (bf16 training rounds the whole parameter
 // buffer once per step), or to null when there is none.
+// The model makes params16 and packs the linear maps' train_fwd/train_bwd at the same time,
+// so a map with params16 also has current packed weights.
 struct Bf16Map {
   const float* params = nullptr;
   const uint16_t* params16 = nullptr;
-  bool packed = false;  // the linear maps' train_fwd/train_bwd hold the current weights
   const uint16_t* operator()(const float* p) const {
     return params16 ? params16 + (p - params) : nullptr;
   }
   // A linear map's weight in every bf16 form there is.
   Bf16Weight operator()(const Linear& l) const {
-    return packed ? Bf16Weight((*this)(l.w), &l.train_fwd, &l.train_bwd) : Bf16Weight((*this)(l.w));
+    return params16 ? Bf16Weight((*this)(l.w), &l.train_fwd, &l.train_bwd) : Bf16Weight();
   }
 };
 

@@ -30,13 +30,13 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   head_arena.reset();
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
+  const Bf16Map w16 = mlm_bf16_map();
   linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D},
-                 train_compute, mlm_bf16_map()(lm_dense));
+                 train_compute, w16(lm_dense));
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
-  const Bf16Map w16 = mlm_bf16_map();
   linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
-                 train_compute, w16.packed ? Bf16Weight(w16(word), &word_fwd16, nullptr) : w16(word));
+                 train_compute, w16.params16 ? Bf16Weight(w16(word), &word_fwd16, nullptr) : Bf16Weight());
   return c;
 }
 

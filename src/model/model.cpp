@@ -154,12 +154,12 @@ Bf16Map Model::Impl::bf16_map() {
     params16_current = true;
     head16_current = false;
   }
-  return {params.data(), params16.data(), /*packed=*/true};
+  return {params.data(), params16.data()};
 }
 
 Bf16Map Model::Impl::mlm_bf16_map() {
   const Bf16Map m = bf16_map();
-  if (m.packed && !head16_current) {
+  if (m.params16 && !head16_current) {
     PhaseScope ps(Phase::matmul);
     pack_for_training(lm_dense, cfg.d_model, cfg.d_model);
     word_fwd16.pack(word, cfg.vocab_size, cfg.d_model, ComputeType::bf16);
