@@ -204,7 +204,7 @@ bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, in
   return gemm_runs_bf16(t, M, N, K * nb * nh);
 }
 
-const uint16_t* round_batch_bf16(std::vector<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
+const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
                                  int64_t cols, BatchLayout l, const float* X) {
   const int64_t n = span(nb, nh, rows, cols, l);
   if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
@@ -236,7 +236,7 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
     return;
   }
   // Each operand not given rounded is rounded once over its span, keeping its strides.
-  thread_local std::vector<uint16_t> abuf, bbuf;
+  thread_local Buffer<uint16_t> abuf, bbuf;
   const void* a = pre.a ? pre.a
                         : round_batch_bf16(abuf, nb, nh, trans_a ? K : M, trans_a ? M : K, la, A);
   const void* b = pre.b ? pre.b

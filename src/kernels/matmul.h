@@ -11,8 +11,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <vector>
 
+#include "core/buffer.h"
 #include "linformer/compute_type.h"
 
 namespace lf {
@@ -71,7 +71,7 @@ bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, in
                             int64_t K);
 // An operand of gemm_batched (nb x nh matrices of rows x cols as stored, in layout l) rounded
 // to bf16 into buf, which keeps its layout and grows as needed; returns the copy.
-const uint16_t* round_batch_bf16(std::vector<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
+const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
                                  int64_t cols, BatchLayout l, const float* X);
 
 // Plain triple loop with double accumulation: the reference the tests compare against.

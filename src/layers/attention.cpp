@@ -198,7 +198,7 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
       });
     // dctx and dP are operands of two products each: in bf16 each is rounded once.
     const bool bf16 = gemm_batched_runs_bf16(prec, k.nb, k.nh, d.N, d.Lk, d.Dh);
-    thread_local std::vector<uint16_t> dctx_buf, dp_buf;
+    thread_local Buffer<uint16_t> dctx_buf, dp_buf;
     const uint16_t* dctx16 =
         bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx + qo) : nullptr;
     gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, q_l, vv + ko, k_l,
@@ -439,7 +439,7 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   const BatchLayout lout{K * ldo, 0, ldo}, lx{N * ldx, 0, ldx};
   // dout is an operand of both products: in bf16 it is rounded once.
-  thread_local std::vector<uint16_t> dout_buf;
+  thread_local Buffer<uint16_t> dout_buf;
   const uint16_t* dout16 = dx && dE && gemm_batched_runs_bf16(prec, B, 1, N, C, K)
                                ? round_batch_bf16(dout_buf, B, 1, K, C, lout, dout)
                                : nullptr;
