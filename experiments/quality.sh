@@ -21,7 +21,9 @@
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
 #   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
 #   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
-#   run, default all four: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048).
+#   run, default all four: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048),
+#   EMPTY_ROWS (mask, the default, or keep: the Linformer finetuning runs with
+#   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences").
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
 # training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
 # e.g. OUT=runs/quality TIME_LIMIT=3000 PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 \
@@ -41,6 +43,7 @@ INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
 MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048}
+EMPTY_ROWS=${EMPTY_ROWS:-mask}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
 corpus=$OUT/corpus
@@ -158,20 +161,29 @@ stage_pretrain() {
 }
 
 stage_finetune() {
+  local rows=() sfx=""
+  case $EMPTY_ROWS in
+    mask) ;;
+    keep) rows=(--set mask_empty_rows=false) sfx=-keep ;;
+    *) echo "EMPTY_ROWS must be mask or keep, got $EMPTY_ROWS" >&2; exit 2 ;;
+  esac
   for m in standard-n512 lin-k128-n512 lin-k64-n512; do
     wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
+    local r=("${rows[@]}") x=$sfx
+    [[ $m == standard-* ]] && r=() x=""  # standard attention has no projected rows
     for seed in 1 2; do
-      finetune "sst2-$m-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
+      finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
-        --projection-lr-scale "$PROJ_LR" --seed "$seed"
-      imdb "imdb-$m-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 --projection-lr-scale "$PROJ_LR" --seed "$seed"
+        --projection-lr-scale "$PROJ_LR" --seed "$seed" "${r[@]}"
+      imdb "imdb-$m$x-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 \
+        --projection-lr-scale "$PROJ_LR" --seed "$seed" "${r[@]}"
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
   wanted lin-k128-n2048 && finished "$OUT/pre/lin-k128-n2048" &&
-    imdb "imdb-full-lin-k128-n2048" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" 4 \
-      --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1
+    imdb "imdb-full-lin-k128-n2048$sfx" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" 4 \
+      --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1 "${rows[@]}"
   return 0
 }
 

@@ -1,6 +1,7 @@
 // Properties the model must have whatever its weights: padding does not change real
-// positions, a shorter max_len with sliced E is the same function, the thread count does not
-// change results, and bad configurations and inputs are rejected with useful messages.
+// positions, a shorter max_len with sliced E is the same function, empty projected rows are
+// masked, the thread count does not change results, and bad configurations and inputs are
+// rejected with useful messages.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "linformer/config.h"
@@ -209,6 +211,9 @@ TEST(Slicing, LinearProjectionUsesFirstNColumns) {
     Config big = test::tiny_config();  // max_len 16, k 4
     big.sharing = s;
     big.projection = Projection::linear;
+    // With empty rows masked the two models differ: their windows of max_len / k positions
+    // differ, and so do the rows a short sequence leaves empty.
+    big.mask_empty_rows = false;
     const int64_t N = 12, B = 2, D = big.d_model;
     Config small = big;
     small.max_len = N;
@@ -272,6 +277,66 @@ TEST(Slicing, LinearProjectionUsesFirstNColumns) {
       }
     }
   }
+}
+
+// With k = max_len, mean pooling is the identity: each projected row is one position. With
+// empty rows masked, such a Linformer must then be standard attention with padding masked,
+// on a sequence shorter than max_len and on a padded one, in training and inference. With
+// empty rows kept, the rows past the end take part in the softmax as zero keys, and it is not.
+TEST(EmptyRows, IdentityPoolingIsStandardAttention) {
+  Config lin = test::tiny_config();  // max_len 16
+  lin.projection = Projection::mean_pool;
+  lin.k = {lin.max_len};
+  Config std_cfg = lin;
+  std_cfg.attention = AttentionKind::standard;
+  Model ms(std_cfg);
+  randomise(ms, 41);
+  const int64_t B = 2, N = 12, D = lin.d_model;
+  std::vector<int32_t> ids(B * N);
+  std::vector<float> mask(B * N, 1.f);
+  for (int64_t i = 0; i < B * N; ++i)
+    ids[i] = static_cast<int32_t>(rng_bits(13, 0, i) % lin.vocab_size);
+  for (int64_t t = 7; t < N; ++t) mask[N + t] = 0.f;  // sequence 1 has 7 real tokens
+  const Batch batch{ids.data(), mask.data(), B, N};
+  auto real_rows = [&](const Model& m) {
+    std::vector<float> h;
+    for (int64_t r = 0; r < B * N; ++r)
+      if (mask[r] != 0.f) h.insert(h.end(), m.hidden() + r * D, m.hidden() + (r + 1) * D);
+    return h;
+  };
+  ms.forward(batch, true, 0);
+  const std::vector<float> want = real_rows(ms);
+  for (bool masked : {true, false}) {
+    SCOPED_TRACE(masked ? "empty rows masked" : "empty rows kept");
+    lin.mask_empty_rows = masked;
+    Model ml(lin);
+    ASSERT_EQ(ml.params().size(), ms.params().size());  // mean pooling has no parameters
+    std::memcpy(ml.param_data(), ms.param_data(),
+                (ms.params().back().offset + ms.params().back().numel) * sizeof(float));
+    for (bool train : {true, false}) {
+      ml.forward(batch, train, 0);
+      const double err = test::rel_error(real_rows(ml).data(), want.data(), want.size());
+      if (masked)
+        EXPECT_LT(err, 1e-5) << (train ? "training" : "inference");
+      else
+        EXPECT_GT(err, 1e-3) << (train ? "training" : "inference");
+    }
+  }
+}
+
+TEST(EmptyRows, ConfigKey) {
+  Config c = test::tiny_config();
+  EXPECT_TRUE(c.mask_empty_rows);  // the default (docs/model.md)
+  c.mask_empty_rows = false;
+  EXPECT_FALSE(Config::from_json(c.to_json()).mask_empty_rows);
+  // A config written before the key existed reads as true; a standard config has no key.
+  nlohmann::json j = nlohmann::json::parse(c.to_json());
+  j.erase("mask_empty_rows");
+  EXPECT_TRUE(Config::from_json(j.dump()).mask_empty_rows);
+  c.attention = AttentionKind::standard;
+  EXPECT_EQ(c.to_json().find("mask_empty_rows"), std::string::npos);
+  test::expect_error([] { Config::from_json(R"({"mask_empty_rows": "no"})"); },
+               {"mask_empty_rows", "true or false"});
 }
 
 // ---------------------------------------------------------------------------------------------

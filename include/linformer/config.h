@@ -43,6 +43,10 @@ struct Config {
   Projection projection = Projection::linear;
   ProjectionInit projection_init = ProjectionInit::mean_pool;  // linear projections only
   float projection_init_noise = 0.1f;  // mean_pool init: noise std x sqrt(n)
+  // Linformer on a sequence shorter than n (or padded): projected rows whose window of n/k
+  // positions holds no real token take no part in the softmax (docs/model.md, "Short
+  // sequences"). false keeps them as zero keys and values, as in the paper's formula.
+  bool mask_empty_rows = true;
   NormPlacement norm = NormPlacement::post;
   bool causal = false;            // rejected for Linformer (see validate())
   float dropout = 0.1f;           // hidden dropout (embeddings, sublayer outputs, heads)

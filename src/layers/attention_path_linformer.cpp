@@ -5,6 +5,7 @@
 //                  needs the maps on K rows instead of N
 //   project_keys   kp_h = E_h (mask(X Wk^T + bk))_h: per-head E after the maps (sharing none)
 //   max_pool       kp = max over windows of n/k positions of mask(X Wk^T + bk)
+#include <algorithm>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -31,12 +32,37 @@ void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
     if (c.mask[r] == 0.f) std::memset(x + r * C, 0, C * sizeof(float));
 }
 
+// Projected row j summarises the window of positions [j n / K, (j+1) n / K) (n = max_len):
+// the windows of the pooling and convolution projections and of the mean pooling a learned E
+// starts from. A row whose window holds no real position (past a short sequence's end, or all
+// padding) is left out of the softmax when the config masks empty rows (docs/model.md).
+// Marks the live rows among the c.proj_rows(lp) formed in A.rows_live [B, rows] and sets
+// A.row_mask to it, or to null when all of them are live (always without padding: the rows
+// past the end are not formed) or the config keeps empty rows.
+void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+  A.row_mask = nullptr;
+  if (!c.cfg->mask_empty_rows) return;
+  const int64_t n = c.cfg->max_len, N = c.N, K = lp.K, rows = c.proj_rows(lp);
+  bool all = true;
+  for (int64_t b = 0; b < c.B; ++b) {
+    const float* m = c.mask ? c.mask + b * N : nullptr;
+    for (int64_t j = 0; j < rows; ++j) {
+      const int64_t t0 = j * n / K, t1 = std::min((j + 1) * n / K, N);
+      bool live = false;
+      for (int64_t t = t0; t < t1 && !live; ++t) live = !m || m[t] != 0.f;
+      A.rows_live[b * rows + j] = live ? 1.f : 0.f;
+      all = all && live;
+    }
+  }
+  if (!all) A.row_mask = A.rows_live;
+}
+
 // What the three paths share: attention against the K projected rows kp, vp.
 class LinformerPath : public AttentionPath {
  public:
   int64_t key_length(int64_t, int64_t K) const override { return K; }
   KeysValues saved(const LayerContext&, const LayerAct& A) const override {
-    return {A.kp, A.vp, nullptr};
+    return {A.kp, A.vp, A.row_mask};
   }
   int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
     return attention_rows_work_floats(rows, d);
@@ -46,6 +72,7 @@ class LinformerPath : public AttentionPath {
   static void take_projected(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
     A.kp = c.take<float>(s.B * s.K * cfg.d_model);
     A.vp = c.take<float>(s.B * s.K * cfg.d_model);
+    A.rows_live = c.take<float>(s.B * s.K);
   }
 };
 
@@ -92,7 +119,7 @@ class ProjectInputPath final : public LinformerPath {
 
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                      const float* in) const override {
-    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
     seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
     if (lp.slot_v != lp.slot_k)
@@ -102,12 +129,13 @@ class ProjectInputPath final : public LinformerPath {
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
     linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision, c.w16(lp.v));
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
+    mark_live_rows(c, lp, A);
     return saved(c, A);
   }
 
   void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                 float* din, const float* dkk, const float* dvv) const override {
-    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const Layout& L = *c.lay;
     const bool one = lp.slot_k == lp.slot_v;
     zero(L.dxpk, B * K * D);
@@ -153,7 +181,7 @@ class ProjectInputPath final : public LinformerPath {
 
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                          const float**) const override {
-    const int64_t B = c.B, K = lp.K, D = c.cfg->d_model;
+    const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
     float* scratch = c.lay->proj_scratch;
     seq_project_forward_lowmem(A.xpk, A.emk, c.proj->E(lp.slot_k), in, c.mask, sd, scratch,
@@ -165,6 +193,7 @@ class ProjectInputPath final : public LinformerPath {
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
     lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
+    mark_live_rows(c, lp, A);
     return saved(c, A);
   }
 
@@ -176,10 +205,11 @@ class ProjectInputPath final : public LinformerPath {
   }
 
  private:
-  // The projection of the layer input: [B,N,D] -> [B,K,D] with E [K, max_len].
+  // The projection of the layer input: [B,N,D] -> [B,rows,D] with the first rows of
+  // E [K, max_len].
   static SeqProjDims dims(const LayerContext& c, const LayerParams& lp) {
     const int64_t D = c.cfg->d_model;
-    return SeqProjDims{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*C=*/D, /*ldE=*/c.cfg->max_len,
+    return SeqProjDims{/*B=*/c.B, /*N=*/c.N, /*K=*/c.proj_rows(lp), /*C=*/D, /*ldE=*/c.cfg->max_len,
                        /*ldx=*/D, /*ldo=*/D};
   }
   // One E serves keys and values.
@@ -198,6 +228,7 @@ class ReduceKeysPath : public LinformerPath {
                      const float* in) const final {
     kv_maps_forward(c, lp, A, in, A.in16);
     reduce(c, lp, A);
+    mark_live_rows(c, lp, A);
     return saved(c, A);
   }
 
@@ -215,6 +246,7 @@ class ReduceKeysPath : public LinformerPath {
                          const float**) const final {
     kv_maps_infer(c, lp, A, in);
     reduce(c, lp, A);
+    mark_live_rows(c, lp, A);
     return saved(c, A);
   }
 
@@ -254,7 +286,7 @@ class ProjectKeysPath final : public ReduceKeysPath {
     const int64_t D = c.cfg->d_model;
     zero_padded_rows(c, A.k, D);
     zero_padded_rows(c, A.v, D);
-    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K};
+    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*rows=*/c.proj_rows(lp)};
     c.proj->heads_forward(lp.slot_k, A.kp, A.k, s, c.precision);
     c.proj->heads_forward(lp.slot_v, A.vp, A.v, s, c.precision);
   }
@@ -262,7 +294,7 @@ class ProjectKeysPath final : public ReduceKeysPath {
                        float* dv, const float* dkp, const float* dvp) const override {
     Projections& P = *c.proj;
     float* grads = c.grad.grads;
-    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K};
+    const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*rows=*/c.proj_rows(lp)};
     P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.k, s, c.precision);
     P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.v, s, c.precision);
     P.reduce_grad(lp.slot_k, grads);
@@ -309,9 +341,9 @@ class MaxPoolPath final : public ReduceKeysPath {
     max_pool_backward(dk, dkp, A.argk, d);
     max_pool_backward(dv, dvp, A.argv, d);
   }
-  // Keys or values [B,N,D] pooled to [B,K,D] over windows of max_len / K positions.
+  // Keys or values [B,N,D] pooled to [B,rows,D] over windows of max_len / K positions.
   static PoolDims dims(const LayerContext& c, const LayerParams& lp) {
-    return PoolDims{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*w=*/c.cfg->max_len / lp.K,
+    return PoolDims{/*B=*/c.B, /*N=*/c.N, /*K=*/c.proj_rows(lp), /*w=*/c.cfg->max_len / lp.K,
                     /*C=*/c.cfg->d_model};
   }
   double reduce_flops(const Config&, double, double) const override { return 0.0; }

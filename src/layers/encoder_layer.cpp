@@ -3,6 +3,7 @@
 //   pre-norm:  a = x + Drop(Attn(LN_attn(x)));  y = a + Drop(FFN(LN_out(a)))
 #include "layers/encoder_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -66,11 +67,16 @@ const uint16_t* LayerContext::round16(uint16_t* buf, const float* x, int64_t row
 AttnDims LayerContext::dims(const LayerParams& lp) const {
   return AttnDims{/*B=*/B,
                   /*N=*/N,
-                  /*Lk=*/path->key_length(N, lp.K),
+                  /*Lk=*/path->key_length(N, proj_rows(lp)),
                   /*D=*/cfg->d_model,
                   /*H=*/cfg->n_heads,
                   /*Dh=*/cfg->d_head(),
                   /*causal=*/cfg->causal};
+}
+
+int64_t LayerContext::proj_rows(const LayerParams& lp) const {
+  if (!cfg->is_linformer() || !cfg->mask_empty_rows) return lp.K;
+  return std::min(lp.K, (N * lp.K + cfg->max_len - 1) / cfg->max_len);
 }
 
 void LayerContext::check(const LayerParams& lp, const float* x_in, const char* what) const {

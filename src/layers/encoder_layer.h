@@ -46,6 +46,8 @@ struct LayerAct {
   float *ebmk = nullptr, *ebmv = nullptr;          // E diag(m) [B,K,N]
   float *kp = nullptr, *vp = nullptr;              // projected keys/values [B,K,D]
   int32_t *argk = nullptr, *argv = nullptr;        // max-pool choices [B,K,D]
+  float* rows_live = nullptr;                      // Linformer: 1/0 per projected row [B,K]
+  const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
   float* probs = nullptr;                          // [B,H,N,Lk] (training only)
   float* ctx = nullptr;                            // [R,D]
   float* a = nullptr;                              // x + attention branch [R,D]
@@ -125,6 +127,10 @@ struct LayerContext {
   Bf16Map w16;  // bf16 training: the weights' rounded copies
 
   AttnDims dims(const LayerParams& lp) const;
+  // Linformer: the projected rows this batch computes, K or fewer. With empty rows masked,
+  // the rows whose window starts at or past N are empty in every sequence of the batch, so
+  // only the first ceil(N K / max_len) are formed (exactly the same result, less work).
+  int64_t proj_rows(const LayerParams& lp) const;
   // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
   const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
   float scale() const;  // 1 / sqrt(d_head)

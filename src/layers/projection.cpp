@@ -75,8 +75,10 @@ size_t Projections::bytes() const {
 
 void Projections::check(int i, const ProjShape& s, const char* what) const {
   LF_DCHECK(i >= 0 && i < static_cast<int>(slots_.size()), what, ": no projection slot ", i);
-  LF_DCHECK(s.B > 0 && s.N > 0 && s.N <= cfg_.max_len && s.K == slots_[i].k, what,
-            ": shape B=", s.B, " N=", s.N, " K=", s.K, " does not fit slot ", i,
+  LF_DCHECK(s.B > 0 && s.N > 0 && s.N <= cfg_.max_len && s.K == slots_[i].k && s.rows > 0 &&
+                s.rows <= s.K,
+            what, ": shape B=", s.B, " N=", s.N, " K=", s.K, " rows=", s.rows,
+            " does not fit slot ", i,
             " (k=", slots_[i].k, ", max_len=", cfg_.max_len, ")");
 }
 
@@ -85,7 +87,7 @@ void Projections::heads_forward(int i, float* kp, const float* x, const ProjShap
   check(i, s, "heads_forward");
   LF_DCHECK(kp && x, "heads_forward: null pointer");
   PhaseScope ps(Phase::attention);
-  const int64_t B = s.B, N = s.N, K = s.K;
+  const int64_t B = s.B, N = s.N, K = s.K, rows = s.rows;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -93,8 +95,8 @@ void Projections::heads_forward(int i, float* kp, const float* x, const ProjShap
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       const float* Eh = E0 + (per_head ? h * K * n : 0);
-      gemm(prec, false, false, K, Dh, N, 1.f, Eh, n, x + b * N * D + h * Dh, D, 0.f,
-           kp + b * K * D + h * Dh, D);
+      gemm(prec, false, false, rows, Dh, N, 1.f, Eh, n, x + b * N * D + h * Dh, D, 0.f,
+           kp + b * rows * D + h * Dh, D);
     }
   });
 }
@@ -104,7 +106,7 @@ void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, 
   check(i, s, "heads_backward");
   LF_DCHECK(dx && dkp && (!dE || x), "heads_backward: null pointer");
   PhaseScope ps(Phase::attention);
-  const int64_t B = s.B, N = s.N, K = s.K;
+  const int64_t B = s.B, N = s.N, K = s.K, rows = s.rows;
   const int64_t D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.d_head(), n = cfg_.max_len;
   const float* E0 = E(i);
   const bool per_head = slots_[i].heads > 1;
@@ -113,10 +115,12 @@ void Projections::heads_backward(int i, float* dx, float* dE, const float* dkp, 
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t eo = per_head ? h * K * n : 0;
       for (int64_t b = 0; b < B; ++b) {
-        const float* g = dkp + b * K * D + h * Dh;
-        gemm(prec, true, false, N, Dh, K, 1.f, E0 + eo, n, g, D, 1.f, dx + b * N * D + h * Dh, D);
+        const float* g = dkp + b * rows * D + h * Dh;
+        gemm(prec, true, false, N, Dh, rows, 1.f, E0 + eo, n, g, D, 1.f, dx + b * N * D + h * Dh,
+             D);
         if (dE)
-          gemm(prec, false, true, K, N, Dh, 1.f, g, D, x + b * N * D + h * Dh, D, 1.f, dE + eo, n);
+          gemm(prec, false, true, rows, N, Dh, 1.f, g, D, x + b * N * D + h * Dh, D, 1.f, dE + eo,
+               n);
       }
     }
   });

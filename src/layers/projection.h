@@ -20,9 +20,10 @@ struct ProjectionSlot {
   Buffer<float> eff, deff;               // materialised E [heads, k, max_len] and its gradient
 };
 
-// A per-head projection of B sequences of N positions (d_model features) to K positions.
+// A per-head projection of B sequences of N positions (d_model features) with the slot's
+// E [K, max_len] per head, of which the first `rows` rows are formed (rows <= K).
 struct ProjShape {
-  int64_t B = 0, N = 0, K = 0;
+  int64_t B = 0, N = 0, K = 0, rows = 0;
 };
 
 class Projections {
@@ -44,8 +45,8 @@ class Projections {
   // Bytes of the materialised matrices and their gradients.
   size_t bytes() const;
 
-  // Per-head projection (sharing none): kp_bh = E_h[:, :N] x_bh for every batch element b and
-  // head h. x [B,N,D], kp [B,K,D].
+  // Per-head projection (sharing none): kp_bh = E_h[:rows, :N] x_bh for every batch element b
+  // and head h. x [B,N,D], kp [B,rows,D].
   void heads_forward(int i, float* kp, const float* x, const ProjShape& s, ComputeType t) const;
   // dx_bh += E_h^T dkp_bh; dE_h += sum_b dkp_bh x_bh^T (dE may be null).
   void heads_backward(int i, float* dx, float* dE, const float* dkp, const float* x,

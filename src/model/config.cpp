@@ -59,7 +59,7 @@ E parse_enum(const json& j, const char* key, const Named<E> (&names)[M]) {
 }
 
 // The integer and float fields, written, read and known as keys from these lists (the enums,
-// k and causal are written and read one by one).
+// k and the booleans are written and read one by one).
 const std::pair<const char*, int64_t Config::*> kIntFields[] = {
     {"vocab_size", &Config::vocab_size},
     {"max_len", &Config::max_len},
@@ -79,7 +79,7 @@ const std::pair<const char*, float Config::*> kFloatFields[] = {
     {"init_std", &Config::init_std},
     {"projection_init_noise", &Config::projection_init_noise}};  // written with projection_init
 const char* const kOtherKeys[] = {"attention",       "k",    "sharing", "projection",
-                                  "projection_init", "norm", "causal"};
+                                  "projection_init", "norm", "causal", "mask_empty_rows"};
 
 }  // namespace
 
@@ -177,6 +177,9 @@ std::string Config::to_json() const {
     j["projection_init"] = to_string(projection_init);
   if (!j.contains("projection_init") || projection_init != ProjectionInit::mean_pool)
     j.erase("projection_init_noise");
+  // mask_empty_rows only for Linformer; configs of versions before it lack the key and read
+  // as true.
+  if (attention == AttentionKind::linformer) j["mask_empty_rows"] = mask_empty_rows;
   j["attention"] = to_string(attention);
   if (k.size() == 1)
     j["k"] = k[0];
@@ -230,10 +233,13 @@ Config from_value(const json& j) {
   if (j.contains("projection_init"))
     c.projection_init = parse_enum(j["projection_init"], "projection_init", kProjectionInitNames);
   if (j.contains("norm")) c.norm = parse_enum(j["norm"], "norm", kNormNames);
-  if (j.contains("causal")) {
-    LF_CHECK(j["causal"].is_boolean(), "config: 'causal' must be true or false");
-    c.causal = j["causal"].get<bool>();
-  }
+  auto get_bool = [&](const char* key, bool& dst) {
+    if (!j.contains(key)) return;
+    LF_CHECK(j[key].is_boolean(), "config: '", key, "' must be true or false");
+    dst = j[key].get<bool>();
+  };
+  get_bool("causal", c.causal);
+  get_bool("mask_empty_rows", c.mask_empty_rows);
   if (j.contains("k")) {
     const json& kj = j["k"];
     if (kj.is_number_integer()) {

@@ -128,7 +128,7 @@ _DEFAULTS = {
     "vocab_size": 8192, "max_len": 512, "d_model": 256, "n_heads": 4, "d_ff": 1024,
     "n_layers": 4, "type_vocab_size": 1, "position_offset": 0, "attention": "linformer",
     "k": [128], "sharing": "layerwise", "projection": "linear", "norm": "post",
-    "causal": False, "dropout": 0.1, "attention_dropout": 0.1, "layer_norm_eps": 1e-5,
+    "causal": False, "mask_empty_rows": True, "dropout": 0.1, "attention_dropout": 0.1, "layer_norm_eps": 1e-5,
     "init_std": 0.02, "num_classes": 2, "pad_id": 1, "cls_id": 0,
     # initialisation only (the reference loads the weights): accepted, not used
     "projection_init": "mean_pool", "projection_init_noise": 0.1,
@@ -163,8 +163,9 @@ def parse_config(raw):
     for key, choices in _CHOICES.items():
         if cfg[key] not in choices:
             raise RefError(f"config: '{key}' must be one of {list(choices)}, got {cfg[key]!r}")
-    if not isinstance(cfg["causal"], bool):
-        raise RefError("config: 'causal' must be true or false")
+    for key in ("causal", "mask_empty_rows"):
+        if not isinstance(cfg[key], bool):
+            raise RefError(f"config: '{key}' must be true or false")
     for key in ("dropout", "attention_dropout", "layer_norm_eps", "init_std"):
         if isinstance(cfg[key], bool) or not isinstance(cfg[key], (int, float)):
             raise RefError(f"config: '{key}' must be a number")
@@ -381,6 +382,19 @@ def project(Y, mask, kind, weight, K, n):
     return torch.einsum("hkt,bhtd->bhkd", E, Y)
 
 
+def live_rows(mask, K, n):
+    """[B, K] bool: projected row j is live when its window of positions
+    [floor(j n / K), floor((j+1) n / K)) holds a real (unpadded) position of the sequence."""
+    B, N = mask.shape
+    real = torch.zeros(B, n, dtype=torch.bool)
+    real[:, :N] = mask > 0.5
+    row_of = torch.tensor([max(j for j in range(K) if j * n // K <= t) for t in range(n)])
+    live = torch.zeros(B, K, dtype=torch.bool)
+    for t in range(n):
+        live[:, row_of[t]] |= real[:, t]
+    return live
+
+
 def self_attention(cfg, P, layer, x, mask):
     B, N, D = x.shape
     H = cfg["n_heads"]
@@ -414,7 +428,10 @@ def self_attention(cfg, P, layer, x, mask):
                 Ew = Fw = P["roberta.encoder.kv_proj.weight"]
         Kp = project(Kt, mask, kind, Ew, K, n)  # [B, H, K, Dh]
         Vp = project(Vt, mask, kind, Fw, K, n)
-        scores = Q.matmul(Kp.transpose(-1, -2)) / math.sqrt(Dh)  # [B, H, N, K], no mask
+        scores = Q.matmul(Kp.transpose(-1, -2)) / math.sqrt(Dh)  # [B, H, N, K]
+        if cfg["mask_empty_rows"]:
+            live = live_rows(mask, K, n)  # [B, K]
+            scores = scores.masked_fill(~live[:, None, None, :], float("-inf"))
         out = torch.softmax(scores, dim=-1).matmul(Vp)
     return out.permute(0, 2, 1, 3).reshape(B, N, D)
 
