@@ -14,6 +14,7 @@ standard library; runs that have not finished are shown with what they have so f
 import json
 import math
 import pathlib
+import re
 import sys
 
 
@@ -98,21 +99,33 @@ def classification(out):
     return res
 
 
-def print_classification(res):
+def finetune_time(out, name):
+    """(wall time, examples/s) of a finished finetuning run, from the summary line of its log
+    ("finetune: S/S steps in 3m24s, 49.0 examples/s, ..."), or None."""
+    try:
+        text = (out / "cls" / f"{name}.log").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.findall(r"steps in (\S+), ([\d.]+) examples/s", text)
+    return m[-1] if m else None
+
+
+def print_classification(res, out):
     groups = {}
     for name, acc in res.items():
         base, _, seed = name.rpartition("-s")
         if not seed.isdigit():
             base, seed = name, ""
-        groups.setdefault(base, []).append((seed, acc))
-    print("| run | accuracy per seed | mean |")
-    print("|---|---|---|")
+        groups.setdefault(base, []).append((seed, acc, finetune_time(out, name)))
+    print("| run | accuracy per seed | mean | time per seed (examples/s) |")
+    print("|---|---|---|---|")
     for base, seeds in groups.items():
-        accs = [a for _, a in seeds if a is not None]
+        accs = [a for _, a, _ in seeds if a is not None]
         mean = sum(accs) / len(accs) * 100 if accs else None
         per = ", ".join(f"s{s}: {fmt(None if a is None else a * 100, '.2f')}" if s else
-                        fmt(None if a is None else a * 100, '.2f') for s, a in seeds)
-        print(f"| {base} | {per} | {fmt(mean, '.2f')} |")
+                        fmt(None if a is None else a * 100, '.2f') for s, a, _ in seeds)
+        times = ", ".join("–" if t is None else f"{t[0]} ({float(t[1]):.0f})" for _, _, t in seeds)
+        print(f"| {base} | {per} | {fmt(mean, '.2f')} | {times} |")
 
 
 def svg_curves(rows, path):
@@ -163,7 +176,7 @@ def main():
     print("\n### Projection initialisation (short pretraining, then IMDB)\n")
     print_pretrain([r for r in rows if r["name"].startswith("init-")], cls)
     print("\n### Classification (dev/val accuracy, %)\n")
-    print_classification({k: v for k, v in cls.items() if not k.startswith("imdb-init-")})
+    print_classification({k: v for k, v in cls.items() if not k.startswith("imdb-init-")}, out)
     if len(sys.argv) == 3:
         svg_curves(rows, sys.argv[2])
 

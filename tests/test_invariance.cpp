@@ -324,6 +324,40 @@ TEST(EmptyRows, IdentityPoolingIsStandardAttention) {
   }
 }
 
+// A short batch forms only the rows that can hold a real token; the probabilities have that
+// many columns, each row summing to 1 over the live ones.
+TEST(EmptyRows, ShortBatchFormsFewerRows) {
+  Config c = test::tiny_config();  // max_len 16, k 4: windows of 4 positions
+  const int64_t B = 2, N = 9, H = c.n_heads;
+  std::vector<int32_t> ids(B * N, 5);
+  std::vector<float> mask(B * N, 1.f);
+  for (int64_t t = 3; t < N; ++t) mask[N + t] = 0.f;  // sequence 1: 3 real tokens, window 0
+  for (bool masked : {true, false}) {
+    c.mask_empty_rows = masked;
+    Model m(c);
+    randomise(m, 3);
+    m.forward(Batch{ids.data(), mask.data(), B, N}, true, 0);
+    const int64_t Lk = m.attention_keys(0);
+    EXPECT_EQ(Lk, masked ? 3 : 4);  // ceil(9 * 4 / 16) = 3 windows start before position 9
+    const float* P = m.attention_probs(0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < N * H; ++i) {
+        const float* row = P + (b * H * N + i) * Lk;
+        double sum = 0;
+        for (int64_t j = 0; j < Lk; ++j) sum += row[j];
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+        // Sequence 1's windows 1 and 2 hold only padding: no weight when masked.
+        if (masked && b == 1) {
+          EXPECT_EQ(row[1] + row[2], 0.f);
+        }
+      }
+  }
+  c.attention = AttentionKind::standard;
+  Model s(c);
+  s.forward(Batch{ids.data(), mask.data(), B, N}, true, 0);
+  EXPECT_EQ(s.attention_keys(1), N);
+}
+
 TEST(EmptyRows, ConfigKey) {
   Config c = test::tiny_config();
   EXPECT_TRUE(c.mask_empty_rows);  // the default (docs/model.md)

@@ -117,9 +117,13 @@ class Model {
   // (including the per-thread bf16 input copies of bf16 inference).
   size_t activation_bytes() const;
 
-  // Softmax attention probabilities of a layer, [B, H, N, Lk] (Lk = N for standard attention,
-  // k for Linformer), before attention dropout; valid after forward(batch, train = true).
+  // Softmax attention probabilities of a layer, [B, H, N, Lk] (Lk = attention_keys(layer)),
+  // before attention dropout; valid after forward(batch, train = true).
   const float* attention_probs(int64_t layer) const;
+  // Keys each query of the last forward attended to in a layer: N for standard attention; for
+  // Linformer k, or fewer when the batch is shorter than max_len and empty projected rows are
+  // masked (those past the end are not formed; docs/model.md, "Short sequences").
+  int64_t attention_keys(int64_t layer) const;
   // Bytes of activations and scratch forward() would need for a batch of shape (B, N)
   // (padded: an attention mask with padding is given), computed without allocating: the
   // dry run used to size batches to a memory budget. Independent of the current state.

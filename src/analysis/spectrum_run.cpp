@@ -16,6 +16,7 @@
 #include "analysis/spectrum.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
+#include "layers/encoder_layer.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -151,7 +152,9 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   const bool standard = !cfg.is_linformer();
   const int64_t L = cfg.n_layers, H = cfg.n_heads, D = cfg.d_model, Dh = cfg.d_head();
   std::vector<int64_t> lks(static_cast<size_t>(L));
-  for (int64_t l = 0; l < L; ++l) lks[l] = standard ? N : cfg.k_of(l);
+  // Linformer: the projected rows a sequence of N tokens forms (fewer than k when N < max_len
+  // and empty rows are masked).
+  for (int64_t l = 0; l < L; ++l) lks[l] = standard ? N : projected_rows(cfg, cfg.k_of(l), N);
   for (int64_t l = 1; l < L; ++l)
     LF_CHECK(lks[l] == lks[0], "spectrum: layers with different k are not supported");
   const int64_t Lk = lks[0];

@@ -74,9 +74,9 @@ AttnDims LayerContext::dims(const LayerParams& lp) const {
                   /*causal=*/cfg->causal};
 }
 
-int64_t LayerContext::proj_rows(const LayerParams& lp) const {
-  if (!cfg->is_linformer() || !cfg->mask_empty_rows) return lp.K;
-  return std::min(lp.K, (N * lp.K + cfg->max_len - 1) / cfg->max_len);
+int64_t projected_rows(const Config& cfg, int64_t K, int64_t N) {
+  if (!cfg.is_linformer() || !cfg.mask_empty_rows) return K;
+  return std::min(K, (N * K + cfg.max_len - 1) / cfg.max_len);
 }
 
 void LayerContext::check(const LayerParams& lp, const float* x_in, const char* what) const {

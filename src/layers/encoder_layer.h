@@ -105,6 +105,11 @@ struct Bf16Map {
   }
 };
 
+// Linformer: the projected rows a batch of length N forms of a layer's K. With empty rows
+// masked, the rows whose window starts at or past N are empty in every sequence of the batch,
+// so only the first ceil(N K / max_len) are formed (exactly the same result, less work).
+int64_t projected_rows(const Config& cfg, int64_t K, int64_t N);
+
 // What every layer of one forward or backward pass sees.
 struct LayerContext {
   const Config* cfg = nullptr;
@@ -127,10 +132,8 @@ struct LayerContext {
   Bf16Map w16;  // bf16 training: the weights' rounded copies
 
   AttnDims dims(const LayerParams& lp) const;
-  // Linformer: the projected rows this batch computes, K or fewer. With empty rows masked,
-  // the rows whose window starts at or past N are empty in every sequence of the batch, so
-  // only the first ceil(N K / max_len) are formed (exactly the same result, less work).
-  int64_t proj_rows(const LayerParams& lp) const;
+  // Linformer: the projected rows this batch forms, K or fewer (projected_rows).
+  int64_t proj_rows(const LayerParams& lp) const { return projected_rows(*cfg, lp.K, N); }
   // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
   const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
   float scale() const;  // 1 / sqrt(d_head)

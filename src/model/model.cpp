@@ -348,6 +348,13 @@ const float* Model::attention_probs(int64_t layer) const {
       "attention_probs: run forward(batch, train = true) first");
   return impl_->acts[layer].probs;
 }
+int64_t Model::attention_keys(int64_t layer) const {
+  const Config& cfg = impl_->cfg;
+  LF_CHECK(layer >= 0 && layer < cfg.n_layers, "attention_keys: layer ", layer, " out of range");
+  LF_CHECK(impl_->N > 0, "attention_keys: run forward first");
+  if (!cfg.is_linformer()) return impl_->N;
+  return projected_rows(cfg, cfg.k_of(layer), impl_->N);
+}
 double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
                        int64_t denominator) {
   return impl_->mlm_loss(labels, grad, weight, count, denominator);
