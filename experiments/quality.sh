@@ -21,8 +21,8 @@
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
 #   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
 #   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
-#   run, default all five: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048, and
-#   lin-pool-k128-n512, the reference with E fixed to mean pooling),
+#   run, default all six: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048, and
+#   lin-pool-k128-n512 and lin-pool-k128-n2048, the references with E fixed to mean pooling),
 #   EMPTY_ROWS (mask, the default, or keep: the Linformer finetuning runs with
 #   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences").
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
@@ -43,7 +43,7 @@ IMDB_TRAIN=${IMDB_TRAIN:-10000}
 INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
-MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512}
+MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048}
 EMPTY_ROWS=${EMPTY_ROWS:-mask}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
@@ -161,6 +161,9 @@ stage_pretrain() {
   wanted lin-pool-k128-n512 &&
     pretrain lin-pool-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
       --set projection=mean_pool
+  wanted lin-pool-k128-n2048 &&
+    pretrain lin-pool-k128-n2048 "$TOKENS" 2048 2 --config "$(config linformer 2048 128 layerwise)" \
+      --set projection=mean_pool
   return 0
 }
 
@@ -185,9 +188,11 @@ stage_finetune() {
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
-  wanted lin-k128-n2048 && finished "$OUT/pre/lin-k128-n2048" &&
-    imdb "imdb-full-lin-k128-n2048$sfx" "$OUT/pre/lin-k128-n2048/model" 2048 "$EPOCHS" 4 \
-      --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1 "${rows[@]}"
+  for m in lin-k128-n2048 lin-pool-k128-n2048; do
+    wanted "$m" && finished "$OUT/pre/$m" &&
+      imdb "imdb-full-$m$sfx" "$OUT/pre/$m/model" 2048 "$EPOCHS" 4 \
+        --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1 "${rows[@]}"
+  done
   return 0
 }
 
