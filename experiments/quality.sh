@@ -21,8 +21,9 @@
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
 #   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
 #   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
-#   run, default all six: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048, and
-#   lin-pool-k128-n512 and lin-pool-k128-n2048, the references with E fixed to mean pooling),
+#   run, default all seven: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048,
+#   lin-pool-k128-n512 and lin-pool-k128-n2048 (the references with E fixed to mean pooling),
+#   and lin-k256-n512 (windows of 2 positions)),
 #   EMPTY_ROWS (mask, the default, or keep: the Linformer finetuning runs with
 #   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences").
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
@@ -43,7 +44,7 @@ IMDB_TRAIN=${IMDB_TRAIN:-10000}
 INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
-MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048}
+MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048 lin-k256-n512}
 EMPTY_ROWS=${EMPTY_ROWS:-mask}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
@@ -158,6 +159,9 @@ stage_pretrain() {
   wanted lin-k128-n2048 &&
     pretrain lin-k128-n2048 "$TOKENS" 2048 2 --config "$(config linformer 2048 128 layerwise)" \
       ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  wanted lin-k256-n512 &&
+    pretrain lin-k256-n512 "$TOKENS" 512 8 --config "$(config linformer 512 256 layerwise)" \
+      ${INIT:-} --projection-lr-scale "$PROJ_LR"
   wanted lin-pool-k128-n512 &&
     pretrain lin-pool-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
       --set projection=mean_pool
@@ -174,7 +178,7 @@ stage_finetune() {
     keep) rows=(--set mask_empty_rows=false) sfx=-keep ;;
     *) echo "EMPTY_ROWS must be mask or keep, got $EMPTY_ROWS" >&2; exit 2 ;;
   esac
-  for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512; do
+  for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512; do
     wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     local r=("${rows[@]}") x=$sfx
