@@ -154,7 +154,7 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   std::vector<int64_t> lks(static_cast<size_t>(L));
   // Linformer: the projected rows a sequence of N tokens forms (fewer than k when N < max_len
   // and empty rows are masked).
-  for (int64_t l = 0; l < L; ++l) lks[l] = standard ? N : projected_rows(cfg, cfg.k_of(l), N);
+  for (int64_t l = 0; l < L; ++l) lks[l] = attention_key_count(cfg, l, N);
   for (int64_t l = 1; l < L; ++l)
     LF_CHECK(lks[l] == lks[0], "spectrum: layers with different k are not supported");
   const int64_t Lk = lks[0];

@@ -37,19 +37,20 @@ void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
 // starts from. A row whose window holds no real position (past a short sequence's end, or all
 // padding) is left out of the softmax when the config masks empty rows (docs/model.md).
 // Marks the live rows among the c.proj_rows(lp) formed in A.rows_live [B, rows] and sets
-// A.row_mask to it, or to null when all of them are live (always without padding: the rows
-// past the end are not formed) or the config keeps empty rows.
+// A.row_mask to it, or to null when all of them are live or the config keeps empty rows.
+// Without padding every formed row is live (a row is formed only if its window starts before
+// N), so there is nothing to mark.
 void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
   A.row_mask = nullptr;
-  if (!c.cfg->mask_empty_rows) return;
+  if (!c.cfg->mask_empty_rows || !c.mask) return;
   const int64_t n = c.cfg->max_len, N = c.N, K = lp.K, rows = c.proj_rows(lp);
   bool all = true;
   for (int64_t b = 0; b < c.B; ++b) {
-    const float* m = c.mask ? c.mask + b * N : nullptr;
+    const float* m = c.mask + b * N;
     for (int64_t j = 0; j < rows; ++j) {
       const int64_t t0 = j * n / K, t1 = std::min((j + 1) * n / K, N);
       bool live = false;
-      for (int64_t t = t0; t < t1 && !live; ++t) live = !m || m[t] != 0.f;
+      for (int64_t t = t0; t < t1 && !live; ++t) live = m[t] != 0.f;
       A.rows_live[b * rows + j] = live ? 1.f : 0.f;
       all = all && live;
     }

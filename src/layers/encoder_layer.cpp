@@ -79,6 +79,10 @@ int64_t projected_rows(const Config& cfg, int64_t K, int64_t N) {
   return std::min(K, (N * K + cfg.max_len - 1) / cfg.max_len);
 }
 
+int64_t attention_key_count(const Config& cfg, int64_t layer, int64_t N) {
+  return cfg.is_linformer() ? projected_rows(cfg, cfg.k_of(layer), N) : N;
+}
+
 void LayerContext::check(const LayerParams& lp, const float* x_in, const char* what) const {
   LF_DCHECK(cfg && path && proj && lay && x_in, what, ": incomplete layer context");
   LF_DCHECK(B > 0 && N > 0 && N <= cfg->max_len, what, ": batch B=", B, " N=", N, " (max_len ",

@@ -109,6 +109,9 @@ struct Bf16Map {
 // masked, the rows whose window starts at or past N are empty in every sequence of the batch,
 // so only the first ceil(N K / max_len) are formed (exactly the same result, less work).
 int64_t projected_rows(const Config& cfg, int64_t K, int64_t N);
+// Keys each query of layer `layer` attends to in a batch of length N: N for standard
+// attention, projected_rows of the layer's k for Linformer.
+int64_t attention_key_count(const Config& cfg, int64_t layer, int64_t N);
 
 // What every layer of one forward or backward pass sees.
 struct LayerContext {

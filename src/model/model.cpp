@@ -352,8 +352,7 @@ int64_t Model::attention_keys(int64_t layer) const {
   const Config& cfg = impl_->cfg;
   LF_CHECK(layer >= 0 && layer < cfg.n_layers, "attention_keys: layer ", layer, " out of range");
   LF_CHECK(impl_->N > 0, "attention_keys: run forward first");
-  if (!cfg.is_linformer()) return impl_->N;
-  return projected_rows(cfg, cfg.k_of(layer), impl_->N);
+  return attention_key_count(cfg, layer, impl_->N);
 }
 double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
                        int64_t denominator) {
