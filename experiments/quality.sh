@@ -25,7 +25,10 @@
 #   lin-pool-k128-n512 and lin-pool-k128-n2048 (the references with E fixed to mean pooling),
 #   and lin-k256-n512 (windows of 2 positions)),
 #   EMPTY_ROWS (mask, the default, or keep: the Linformer finetuning runs with
-#   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences").
+#   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences"),
+#   HEAD (first, the default, or mean: every finetuning run's classifier reads the mean of the
+#   real tokens' states, --set classifier_pooling=mean, named with a "-mean" suffix;
+#   docs/classification.md, "Training").
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
 # training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
 # e.g. OUT=runs/quality TIME_LIMIT=3000 PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 \
@@ -46,6 +49,7 @@ EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
 MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048 lin-k256-n512}
 EMPTY_ROWS=${EMPTY_ROWS:-mask}
+HEAD=${HEAD:-first}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
 corpus=$OUT/corpus
@@ -172,17 +176,23 @@ stage_pretrain() {
 }
 
 stage_finetune() {
-  local rows=() sfx=""
+  local rows=() sfx="" head=() hsfx=""
   case $EMPTY_ROWS in
     mask) ;;
     keep) rows=(--set mask_empty_rows=false) sfx=-keep ;;
     *) echo "EMPTY_ROWS must be mask or keep, got $EMPTY_ROWS" >&2; exit 2 ;;
   esac
+  case $HEAD in
+    first) ;;
+    mean) head=(--set classifier_pooling=mean) hsfx=-mean ;;
+    *) echo "HEAD must be first or mean, got $HEAD" >&2; exit 2 ;;
+  esac
+  rows+=("${head[@]}") sfx+=$hsfx
   for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512; do
     wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     local r=("${rows[@]}") x=$sfx
-    [[ $m == standard-* ]] && r=() x=""  # standard attention has no projected rows
+    [[ $m == standard-* ]] && r=("${head[@]}") x=$hsfx  # standard attention has no projected rows
     for seed in 1 2; do
       finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \

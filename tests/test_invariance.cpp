@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -373,6 +374,43 @@ TEST(EmptyRows, ConfigKey) {
                {"mask_empty_rows", "true or false"});
 }
 
+// The mean-pooling head in inference: a sequence's class logits do not depend on the padding
+// around it, and they differ from the first-token head's.
+TEST(ClassifierHead, MeanPoolingIgnoresPadding) {
+  for (AttentionKind kind : {AttentionKind::standard, AttentionKind::linformer}) {
+    SCOPED_TRACE(to_string(kind));
+    Config c = test::tiny_config();
+    c.attention = kind;
+    c.classifier_pooling = ClassifierPooling::mean;
+    Model m(c);
+    test::randomise(m, 5);
+    const int64_t C = c.num_classes, lens[3] = {5, 12, 9}, N = 12, B = 3;
+    std::vector<int32_t> ids(B * N, static_cast<int32_t>(c.pad_id));
+    std::vector<float> mask(B * N, 0.f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lens[b]; ++t) {
+        ids[b * N + t] = static_cast<int32_t>(rng_bits(9, b, t) % c.vocab_size);
+        mask[b * N + t] = 1.f;
+      }
+    std::vector<float> batched(B * C), alone(C);
+    m.forward(Batch{ids.data(), mask.data(), B, N}, false);
+    m.cls_logits(batched.data());
+    for (int64_t b = 0; b < B; ++b) {
+      m.forward(Batch{ids.data() + b * N, nullptr, 1, lens[b]}, false);
+      m.cls_logits(alone.data());
+      EXPECT_LE(test::rel_error(batched.data() + b * C, alone.data(), C), 1e-5) << "sequence " << b;
+    }
+    Config f = c;
+    f.classifier_pooling = ClassifierPooling::first;
+    Model first(f);
+    std::copy(m.param_data(), m.param_data() + m.num_params(), first.param_data());
+    std::vector<float> fl(B * C);
+    first.forward(Batch{ids.data(), mask.data(), B, N}, false);
+    first.cls_logits(fl.data());
+    EXPECT_GT(test::rel_error(fl.data(), batched.data(), B * C), 1e-3);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread-count independence
 
@@ -541,6 +579,7 @@ TEST(Config, JsonRoundTrip) {
   c.num_classes = 5;
   c.pad_id = 7;
   c.cls_id = 3;
+  c.classifier_pooling = ClassifierPooling::mean;
   const Config r = Config::from_json(c.to_json());
   EXPECT_EQ(r.vocab_size, c.vocab_size);
   EXPECT_EQ(r.max_len, c.max_len);
@@ -563,6 +602,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(r.num_classes, c.num_classes);
   EXPECT_EQ(r.pad_id, c.pad_id);
   EXPECT_EQ(r.cls_id, c.cls_id);
+  EXPECT_EQ(r.classifier_pooling, c.classifier_pooling);
   EXPECT_EQ(r.to_json(), c.to_json());
 
   // A single k and the standard/causal/post settings round-trip too.

@@ -113,5 +113,20 @@ INSTANTIATE_TEST_SUITE_P(AllAttention, Reference,
                          ::testing::ValuesIn(test::attention_matrix(test::tiny_config())),
                          [](const auto& info) { return info.param.name; });
 
+// The head on the mean of the real tokens' states (classifier_pooling = mean); the batch's
+// padded sequences make a mean over all N positions fail.
+std::vector<test::NamedConfig> mean_pooling_configs() {
+  std::vector<test::NamedConfig> v;
+  for (AttentionKind kind : {AttentionKind::standard, AttentionKind::linformer}) {
+    Config c = test::tiny_config();
+    c.attention = kind;
+    c.classifier_pooling = ClassifierPooling::mean;
+    v.push_back({std::string(to_string(kind)) + "_mean_head", c});
+  }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(MeanHead, Reference, ::testing::ValuesIn(mean_pooling_configs()),
+                         [](const auto& info) { return info.param.name; });
+
 }  // namespace
 }  // namespace lf

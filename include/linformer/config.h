@@ -27,6 +27,11 @@ enum class Projection { linear, mean_pool, max_pool, conv };
 //   normal    - N(0, 1/n) entries: a random signed mix of the positions
 enum class ProjectionInit { normal, mean_pool };
 enum class NormPlacement { post, pre };
+// What the classification head reads:
+//   first - the first token's hidden state (<s>, RoBERTa's head; the default)
+//   mean  - the mean of the hidden states over the real (unpadded) tokens, <s> and </s>
+//           included (docs/classification.md, "Training")
+enum class ClassifierPooling { first, mean };
 
 struct Config {
   int64_t vocab_size = 8192;
@@ -54,6 +59,7 @@ struct Config {
   float layer_norm_eps = 1e-5f;
   float init_std = 0.02f;
   int64_t num_classes = 2;        // classification head width
+  ClassifierPooling classifier_pooling = ClassifierPooling::first;
   int64_t pad_id = 1;
   int64_t cls_id = 0;             // first token of every sequence (RoBERTa's <s>)
 
@@ -83,5 +89,6 @@ const char* to_string(Sharing v);
 const char* to_string(Projection v);
 const char* to_string(ProjectionInit v);
 const char* to_string(NormPlacement v);
+const char* to_string(ClassifierPooling v);
 
 }  // namespace lf

@@ -104,7 +104,8 @@ class Model {
   // Logits [rows.size() or B*N, V] for the given flat rows (all rows when rows is empty).
   void mlm_logits(float* out, const std::vector<int64_t>& rows = {});
 
-  // Classification head on the first token. labels [B]. Returns summed loss over the batch.
+  // Classification head on the first token's state, or on the mean of the real tokens' states
+  // (Config::classifier_pooling). labels [B]. Returns summed loss over the batch.
   double cls_loss(const int32_t* labels, bool grad, float weight);
   void cls_logits(float* out);  // [B, num_classes]
 

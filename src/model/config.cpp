@@ -38,6 +38,8 @@ const Named<ProjectionInit> kProjectionInitNames[] = {{ProjectionInit::normal, "
                                                       {ProjectionInit::mean_pool, "mean_pool"}};
 const Named<NormPlacement> kNormNames[] = {{NormPlacement::post, "post"},
                                            {NormPlacement::pre, "pre"}};
+const Named<ClassifierPooling> kPoolingNames[] = {{ClassifierPooling::first, "first"},
+                                                  {ClassifierPooling::mean, "mean"}};
 
 template <typename E, size_t M>
 const char* name_of(E v, const Named<E> (&names)[M]) {
@@ -79,7 +81,8 @@ const std::pair<const char*, float Config::*> kFloatFields[] = {
     {"init_std", &Config::init_std},
     {"projection_init_noise", &Config::projection_init_noise}};  // written with projection_init
 const char* const kOtherKeys[] = {"attention",       "k",    "sharing", "projection",
-                                  "projection_init", "norm", "causal", "mask_empty_rows"};
+                                  "projection_init", "norm", "causal", "mask_empty_rows",
+                                  "classifier_pooling"};
 
 }  // namespace
 
@@ -88,6 +91,7 @@ const char* to_string(Sharing v) { return name_of(v, kSharingNames); }
 const char* to_string(Projection v) { return name_of(v, kProjectionNames); }
 const char* to_string(ProjectionInit v) { return name_of(v, kProjectionInitNames); }
 const char* to_string(NormPlacement v) { return name_of(v, kNormNames); }
+const char* to_string(ClassifierPooling v) { return name_of(v, kPoolingNames); }
 
 namespace {
 
@@ -189,6 +193,7 @@ std::string Config::to_json() const {
   j["projection"] = to_string(projection);
   j["norm"] = to_string(norm);
   j["causal"] = causal;
+  j["classifier_pooling"] = to_string(classifier_pooling);  // absent in older configs: first
   return j.dump(2) + "\n";
 }
 
@@ -233,6 +238,8 @@ Config from_value(const json& j) {
   if (j.contains("projection_init"))
     c.projection_init = parse_enum(j["projection_init"], "projection_init", kProjectionInitNames);
   if (j.contains("norm")) c.norm = parse_enum(j["norm"], "norm", kNormNames);
+  if (j.contains("classifier_pooling"))
+    c.classifier_pooling = parse_enum(j["classifier_pooling"], "classifier_pooling", kPoolingNames);
   auto get_bool = [&](const char* key, bool& dst) {
     if (!j.contains(key)) return;
     LF_CHECK(j[key].is_boolean(), "config: '", key, "' must be true or false");

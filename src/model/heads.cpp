@@ -1,8 +1,10 @@
 // The two heads on the encoder's hidden states, forward and backward:
 //   MLM: logits = LN(GELU(h Wd^T + bd)) Word^T + b (the output map is tied to the word
 //        embeddings); evaluated only on the labelled rows.
-//   classification: logits = Drop(tanh(Drop(h_0) Wd^T + bd)) Wo^T + bo on the first token.
+//   classification: logits = Drop(tanh(Drop(c) Wd^T + bd)) Wo^T + bo, where c is the first
+//        token's state h_0 or the mean of the states over the real tokens (classifier_pooling).
 #include <cstring>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "linformer/rng.h"
@@ -86,7 +88,7 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   return loss;
 }
 
-// Classification head on the first token: tanh(dense) then out_proj, dropout before each.
+// Classification head on the pooled state: tanh(dense) then out_proj, dropout before each.
 double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float weight,
                                          float* logits_out) {
   LF_CHECK(B > 0, "classification: call forward() first");
@@ -94,11 +96,32 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   const int64_t D = cfg.d_model, C = cfg.num_classes;
   const float p = train ? cfg.dropout : 0.f;
   Buffer<float> buf(3 * B * D + B * C);
-  float* c0 = buf.data();      // first-token states after dropout
+  float* c0 = buf.data();      // pooled states after dropout
   float* t = c0 + B * D;       // tanh(dense)
   float* td = t + B * D;       // after dropout
   float* logits = td + B * D;  // [B, C]
-  for (int64_t b = 0; b < B; ++b) std::memcpy(c0 + b * D, hid + b * N * D, D * sizeof(float));
+  // Mean pooling: scale[b] = 1 / (real tokens of sequence b); the mask is null without padding.
+  const bool mean = cfg.classifier_pooling == ClassifierPooling::mean;
+  std::vector<float> scale(B, 1.f);
+  auto real = [&](int64_t b, int64_t t) { return !mask || mask[b * N + t] != 0.f; };
+  for (int64_t b = 0; b < B; ++b) {
+    float* cb = c0 + b * D;
+    const float* hb = hid + b * N * D;
+    if (!mean) {
+      std::memcpy(cb, hb, D * sizeof(float));
+      continue;
+    }
+    std::memset(cb, 0, D * sizeof(float));
+    int64_t count = 0;
+    for (int64_t t = 0; t < N; ++t) {
+      if (!real(b, t)) continue;
+      ++count;
+      for (int64_t j = 0; j < D; ++j) cb[j] += hb[t * D + j];
+    }
+    LF_CHECK(count > 0, "classification: sequence ", b, " has no real token to pool");
+    scale[b] = 1.f / static_cast<float>(count);
+    for (int64_t j = 0; j < D; ++j) cb[j] *= scale[b];
+  }
   const int64_t f0 = first * D;  // dropout mask index of c0[0] (Batch::first)
   dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn), f0);
   const LinearDims dense{/*rows=*/B, /*in=*/D, /*out=*/D}, out{/*rows=*/B, /*in=*/D, /*out=*/C};
@@ -129,7 +152,11 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
                   train_compute, nullptr, nullptr, GradInto::overwrite);
   dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn), f0, GradInto::overwrite);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < D; ++j) dhid[b * N * D + j] += dt[b * D + j];
+    for (int64_t t = 0; t < (mean ? N : 1); ++t) {
+      if (mean && !real(b, t)) continue;
+      float* dst = dhid + (b * N + t) * D;
+      for (int64_t j = 0; j < D; ++j) dst[j] += scale[b] * dt[b * D + j];
+    }
   return loss;
 }
 

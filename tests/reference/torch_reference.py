@@ -129,7 +129,7 @@ _DEFAULTS = {
     "n_layers": 4, "type_vocab_size": 1, "position_offset": 0, "attention": "linformer",
     "k": [128], "sharing": "layerwise", "projection": "linear", "norm": "post",
     "causal": False, "mask_empty_rows": True, "dropout": 0.1, "attention_dropout": 0.1, "layer_norm_eps": 1e-5,
-    "init_std": 0.02, "num_classes": 2, "pad_id": 1, "cls_id": 0,
+    "init_std": 0.02, "num_classes": 2, "pad_id": 1, "cls_id": 0, "classifier_pooling": "first",
     # initialisation only (the reference loads the weights): accepted, not used
     "projection_init": "mean_pool", "projection_init_noise": 0.1,
 }
@@ -140,6 +140,7 @@ _CHOICES = {
     "sharing": ("none", "headwise", "kv", "layerwise"),
     "projection": ("linear", "mean_pool", "max_pool", "conv"),
     "norm": ("post", "pre"),
+    "classifier_pooling": ("first", "mean"),
 }
 
 
@@ -472,7 +473,11 @@ def forward(cfg, P, ids, mask):
     h = gelu(linear(x, P["lm_head.dense.weight"], P["lm_head.dense.bias"]))
     h = layer_norm(h, P["lm_head.layer_norm.weight"], P["lm_head.layer_norm.bias"], eps)
     mlm_logits = linear(h, word, P["lm_head.bias"])
-    c = torch.tanh(linear(x[:, 0], P["classifier.dense.weight"], P["classifier.dense.bias"]))
+    if cfg["classifier_pooling"] == "mean":  # the mean over the real tokens
+        pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdim=True)
+    else:
+        pooled = x[:, 0]
+    c = torch.tanh(linear(pooled, P["classifier.dense.weight"], P["classifier.dense.bias"]))
     class_logits = linear(c, P["classifier.out_proj.weight"], P["classifier.out_proj.bias"])
     return hidden, mlm_logits, class_logits
 
