@@ -21,9 +21,10 @@
 #   Linformer init of the main runs, e.g. "--set projection_init=mean_pool", the default since
 #   the study; PROJ_LR for its --projection-lr-scale), PRETRAIN_ARGS and FINETUNE_ARGS (added
 #   to every new pretraining or finetuning run, e.g. "--bf16"), MODELS (the main models the pretrain and finetune stages
-#   run, default all seven: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048,
+#   run, default all nine: standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048,
 #   lin-pool-k128-n512 and lin-pool-k128-n2048 (the references with E fixed to mean pooling),
-#   and lin-k256-n512 (windows of 2 positions)),
+#   lin-k256-n512 (windows of 2 positions), and lin-k128-n512-elr0.1 and lin-k128-n2048-elr0.1
+#   (E learned at a tenth of the other parameters' learning rate, --projection-lr-scale 0.1)),
 #   EMPTY_ROWS (mask, the default, or keep: the Linformer finetuning runs with
 #   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences"),
 #   HEAD (first, the default, or mean: every finetuning run's classifier reads the mean of the
@@ -47,7 +48,7 @@ IMDB_TRAIN=${IMDB_TRAIN:-10000}
 INIT_IMDB_TRAIN=${INIT_IMDB_TRAIN:-5000}
 EPOCHS=${EPOCHS:-1}
 PROJ_LR=${PROJ_LR:-1}
-MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048 lin-k256-n512}
+MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048 lin-k256-n512 lin-k128-n512-elr0.1 lin-k128-n2048-elr0.1}
 EMPTY_ROWS=${EMPTY_ROWS:-mask}
 HEAD=${HEAD:-first}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -150,6 +151,9 @@ stage_init() {
 }
 
 wanted() { [[ " $MODELS " == *" $1 "* ]]; }  # NAME: is NAME among MODELS?
+# plr NAME: the projection learning-rate scale of a model, in pretraining and finetuning:
+# 0.1 for the "-elr0.1" models (E learned at a tenth of the others' rate), PROJ_LR otherwise.
+plr() { if [[ $1 == *-elr0.1 ]]; then echo 0.1; else echo "$PROJ_LR"; fi; }
 
 stage_pretrain() {
   wanted standard-n512 &&
@@ -166,6 +170,12 @@ stage_pretrain() {
   wanted lin-k256-n512 &&
     pretrain lin-k256-n512 "$TOKENS" 512 8 --config "$(config linformer 512 256 layerwise)" \
       ${INIT:-} --projection-lr-scale "$PROJ_LR"
+  wanted lin-k128-n512-elr0.1 &&
+    pretrain lin-k128-n512-elr0.1 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
+      ${INIT:-} --projection-lr-scale 0.1
+  wanted lin-k128-n2048-elr0.1 &&
+    pretrain lin-k128-n2048-elr0.1 "$TOKENS" 2048 2 \
+      --config "$(config linformer 2048 128 layerwise)" ${INIT:-} --projection-lr-scale 0.1
   wanted lin-pool-k128-n512 &&
     pretrain lin-pool-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
       --set projection=mean_pool
@@ -188,7 +198,8 @@ stage_finetune() {
     *) echo "HEAD must be first or mean, got $HEAD" >&2; exit 2 ;;
   esac
   rows+=("${head[@]}") sfx+=$hsfx
-  for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512; do
+  for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512 \
+           lin-k128-n512-elr0.1; do
     wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     local r=("${rows[@]}") x=$sfx
@@ -196,16 +207,16 @@ stage_finetune() {
     for seed in 1 2; do
       finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
-        --projection-lr-scale "$PROJ_LR" --seed "$seed" "${r[@]}"
+        --projection-lr-scale "$(plr "$m")" --seed "$seed" "${r[@]}"
       imdb "imdb-$m$x-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 \
-        --projection-lr-scale "$PROJ_LR" --seed "$seed" "${r[@]}"
+        --projection-lr-scale "$(plr "$m")" --seed "$seed" "${r[@]}"
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
-  for m in lin-k128-n2048 lin-pool-k128-n2048; do
+  for m in lin-k128-n2048 lin-pool-k128-n2048 lin-k128-n2048-elr0.1; do
     wanted "$m" && finished "$OUT/pre/$m" &&
       imdb "imdb-full-$m$sfx" "$OUT/pre/$m/model" 2048 "$EPOCHS" 4 \
-        --grad-accum 4 --projection-lr-scale "$PROJ_LR" --seed 1 "${rows[@]}"
+        --grad-accum 4 --projection-lr-scale "$(plr "$m")" --seed 1 "${rows[@]}"
   done
   return 0
 }
