@@ -29,7 +29,9 @@
 #   --set mask_empty_rows=false, named with a "-keep" suffix; docs/model.md, "Short sequences"),
 #   HEAD (first, the default, or mean: every finetuning run's classifier reads the mean of the
 #   real tokens' states, --set classifier_pooling=mean, named with a "-mean" suffix;
-#   docs/classification.md, "Training").
+#   docs/classification.md, "Training"), TASKS (the finetune stage's tasks, default all three:
+#   sst2 imdb full; "full" is IMDB at n = 2048). Runs with EPOCHS other than 1 are named with
+#   an "-eEPOCHS" suffix.
 # The runs of docs/results.md: every stage with PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 (bf16
 # training is ~1.4x faster here and its perplexity within 0.2% of f32's, docs/benchmarks.md),
 # e.g. OUT=runs/quality TIME_LIMIT=3000 PRETRAIN_ARGS=--bf16 FINETUNE_ARGS=--bf16 \
@@ -51,6 +53,7 @@ PROJ_LR=${PROJ_LR:-1}
 MODELS=${MODELS:-standard-n512 lin-k128-n512 lin-k64-n512 lin-k128-n2048 lin-pool-k128-n512 lin-pool-k128-n2048 lin-k256-n512 lin-k128-n512-elr0.1 lin-k128-n2048-elr0.1}
 EMPTY_ROWS=${EMPTY_ROWS:-mask}
 HEAD=${HEAD:-first}
+TASKS=${TASKS:-sst2 imdb full}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
 corpus=$OUT/corpus
@@ -151,6 +154,7 @@ stage_init() {
 }
 
 wanted() { [[ " $MODELS " == *" $1 "* ]]; }  # NAME: is NAME among MODELS?
+task() { [[ " $TASKS " == *" $1 "* ]]; }      # TASK: is TASK among TASKS?
 # plr NAME: the projection learning-rate scale of a model, in pretraining and finetuning:
 # 0.1 for the "-elr0.1" models (E learned at a tenth of the others' rate), PROJ_LR otherwise.
 plr() { if [[ $1 == *-elr0.1 ]]; then echo 0.1; else echo "$PROJ_LR"; fi; }
@@ -197,6 +201,7 @@ stage_finetune() {
     mean) head=(--set classifier_pooling=mean) hsfx=-mean ;;
     *) echo "HEAD must be first or mean, got $HEAD" >&2; exit 2 ;;
   esac
+  [[ $EPOCHS == 1 ]] || hsfx+=-e$EPOCHS
   rows+=("${head[@]}") sfx+=$hsfx
   for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512 \
            lin-k128-n512-elr0.1; do
@@ -205,16 +210,16 @@ stage_finetune() {
     local r=("${rows[@]}") x=$sfx
     [[ $m == standard-* ]] && r=("${head[@]}") x=$hsfx  # standard attention has no projected rows
     for seed in 1 2; do
-      finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
+      task sst2 && finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
         --projection-lr-scale "$(plr "$m")" --seed "$seed" "${r[@]}"
-      imdb "imdb-$m$x-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 \
+      task imdb && imdb "imdb-$m$x-s$seed" "$OUT/pre/$m/model" 512 "$EPOCHS" 16 \
         --projection-lr-scale "$(plr "$m")" --seed "$seed" "${r[@]}"
     done
   done
   # Whole reviews (up to 2048 tokens) with Linformer against the standard model truncated to 512.
   for m in lin-k128-n2048 lin-pool-k128-n2048 lin-k128-n2048-elr0.1; do
-    wanted "$m" && finished "$OUT/pre/$m" &&
+    task full && wanted "$m" && finished "$OUT/pre/$m" &&
       imdb "imdb-full-$m$sfx" "$OUT/pre/$m/model" 2048 "$EPOCHS" 4 \
         --grad-accum 4 --projection-lr-scale "$(plr "$m")" --seed 1 "${rows[@]}"
   done
