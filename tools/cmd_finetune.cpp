@@ -88,7 +88,9 @@ void add_finetune(CLI::App& app) {
   cmd->add_option("--set", o->sets, "KEY=VALUE configuration override (repeatable), e.g. --set "
                                     "max_len=1024 --set attention=standard; with --init-from only "
                                     "keys that keep the pretrained tensor shapes (attention, k, "
-                                    "sharing, dropout, ...)")
+                                    "sharing, dropout, ...); classifier_pooling=mean puts the "
+                                    "head on the mean of the tokens' states instead of the "
+                                    "first token's (docs/classification.md)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
       ->group("Model");
