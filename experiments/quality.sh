@@ -176,10 +176,11 @@ stage_pretrain() {
       ${INIT:-} --projection-lr-scale "$PROJ_LR"
   wanted lin-k128-n512-elr0.1 &&
     pretrain lin-k128-n512-elr0.1 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
-      ${INIT:-} --projection-lr-scale 0.1
+      ${INIT:-} --projection-lr-scale "$(plr lin-k128-n512-elr0.1)"
   wanted lin-k128-n2048-elr0.1 &&
     pretrain lin-k128-n2048-elr0.1 "$TOKENS" 2048 2 \
-      --config "$(config linformer 2048 128 layerwise)" ${INIT:-} --projection-lr-scale 0.1
+      --config "$(config linformer 2048 128 layerwise)" ${INIT:-} \
+      --projection-lr-scale "$(plr lin-k128-n2048-elr0.1)"
   wanted lin-pool-k128-n512 &&
     pretrain lin-pool-k128-n512 "$TOKENS" 512 8 --config "$(config linformer 512 128 layerwise)" \
       --set projection=mean_pool
@@ -190,7 +191,9 @@ stage_pretrain() {
 }
 
 stage_finetune() {
-  local rows=() sfx="" head=() hsfx=""
+  # rows/sfx: the Linformer runs' extra arguments and name suffix; head/tag: those every run
+  # gets, standard attention included (the head, and the epochs in the name).
+  local rows=() sfx="" head=() tag=""
   case $EMPTY_ROWS in
     mask) ;;
     keep) rows=(--set mask_empty_rows=false) sfx=-keep ;;
@@ -198,17 +201,17 @@ stage_finetune() {
   esac
   case $HEAD in
     first) ;;
-    mean) head=(--set classifier_pooling=mean) hsfx=-mean ;;
+    mean) head=(--set classifier_pooling=mean) tag=-mean ;;
     *) echo "HEAD must be first or mean, got $HEAD" >&2; exit 2 ;;
   esac
-  [[ $EPOCHS == 1 ]] || hsfx+=-e$EPOCHS
-  rows+=("${head[@]}") sfx+=$hsfx
+  [[ $EPOCHS == 1 ]] || tag+=-e$EPOCHS
+  rows+=("${head[@]}") sfx+=$tag
   for m in standard-n512 lin-k128-n512 lin-k64-n512 lin-pool-k128-n512 lin-k256-n512 \
            lin-k128-n512-elr0.1; do
     wanted "$m" || continue
     finished "$OUT/pre/$m" || { echo "$m: not pretrained yet"; continue; }
     local r=("${rows[@]}") x=$sfx
-    [[ $m == standard-* ]] && r=("${head[@]}") x=$hsfx  # standard attention has no projected rows
+    [[ $m == standard-* ]] && r=("${head[@]}") x=$tag  # standard attention has no projected rows
     for seed in 1 2; do
       task sst2 && finetune "sst2-$m$x-s$seed" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --epochs "$EPOCHS" --batch-size 32 --lr 1e-4 \
