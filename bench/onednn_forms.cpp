@@ -1,0 +1,166 @@
+// Alternative forms of the training step's bf16 products, timed alone with oneDNN (the figures
+// of docs/benchmarks.md, "What limits the figures"). Not part of the build:
+//
+//   g++ -O2 -fopenmp bench/onednn_forms.cpp -o onednn_forms -ldnnl
+//   OMP_NUM_THREADS=2 ./onednn_forms                 # add --transposed-dst for the slow form
+//
+// 1. A forward product x[4096,K] W^T (W packed in oneDNN's layout, bias epilogue) with an f32
+//    or a bf16 output, each followed by a pass that reads the output, over 8 rotating buffers
+//    (as the step's layers do, so that outputs do not stay in cache).
+// 2. The weight gradient dW[OUT,IN] = dY^T X of a linear map over 4096 rows: the matmul with dY
+//    read transposed (the engine's form), the inner-product backward-weights primitive (with
+//    the row-major and with its preferred weight layout, bias gradient included), and, with
+//    --transposed-dst, dW^T = X^T dY written through a transposed destination.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <dnnl.hpp>
+#include <utility>
+#include <vector>
+
+using namespace dnnl;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+namespace {
+
+constexpr int64_t kRows = 4096;
+constexpr uint16_t kOne = 0x3f80;  // 1.0 in bfloat16
+
+template <class F>
+double best_seconds(F f, int reps) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void forward_output_types(engine& eng, stream& s, int64_t K, int64_t N) {
+  const int kBuffers = 8;
+  const memory::desc a_md({kRows, K}, dt::bf16, tag::ab), w_md({K, N}, dt::bf16, tag::any),
+      b_md({1, N}, dt::f32, tag::ab);
+  std::vector<std::vector<uint16_t>> A(kBuffers, std::vector<uint16_t>(kRows * K, kOne));
+  std::vector<float> bias(N, 0.1f);
+  for (dt out : {dt::f32, dt::bf16}) {
+    const memory::desc c_md({kRows, N}, out, tag::ab);
+    const matmul::primitive_desc pd(matmul::desc(a_md, w_md, b_md, c_md), eng);
+    const matmul mm(pd);
+    memory wm(pd.weights_desc(), eng), bm(b_md, eng, bias.data());
+    std::memset(wm.get_data_handle(), 0, pd.weights_desc().get_size());
+    const size_t bytes = c_md.get_size();
+    std::vector<std::vector<char>> C(kBuffers, std::vector<char>(bytes, 0));
+    uint64_t sink = 0;
+    const double t = best_seconds(
+                         [&] {
+                           for (int i = 0; i < kBuffers; ++i) {
+                             memory am(a_md, eng, A[i].data()), cm(c_md, eng, C[i].data());
+                             mm.execute(s, {{DNNL_ARG_SRC, am},
+                                            {DNNL_ARG_WEIGHTS, wm},
+                                            {DNNL_ARG_BIAS, bm},
+                                            {DNNL_ARG_DST, cm}});
+                             s.wait();
+                             // The consumer: one pass reading every byte of the output (the same
+                             // work per byte for both types, so the difference is the bytes).
+                             const uint32_t* p = reinterpret_cast<const uint32_t*>(C[i].data());
+                             const int64_t words = static_cast<int64_t>(bytes / 4);
+                             uint64_t acc = 0;
+#pragma omp parallel for reduction(+ : acc)
+                             for (int64_t j = 0; j < words; ++j) acc += p[j];
+                             sink += acc;
+                           }
+                         },
+                         5) /
+                     kBuffers;
+    std::printf("forward %lldx%lld x %lldx%lld, %s output + read: %.3f ms, %.0f GFLOP/s%s\n",
+                static_cast<long long>(kRows), static_cast<long long>(K), static_cast<long long>(K),
+                static_cast<long long>(N), out == dt::f32 ? "f32 " : "bf16", t * 1e3,
+                2.0 * kRows * K * N / t / 1e9, sink == 1 ? " " : "");
+  }
+}
+
+void weight_gradient_forms(engine& eng, stream& s, int64_t IN, int64_t OUT, bool transposed_dst) {
+  std::vector<uint16_t> X(kRows * IN, kOne), DY(kRows * OUT, kOne);
+  std::vector<float> DW(OUT * IN, 0), DB(OUT, 0);
+  const double flops = 2.0 * kRows * IN * OUT;
+  auto report = [&](const char* form, double t, const char* impl) {
+    std::printf("weight gradient %lldx%lld over %lld rows, %-34s %.3f ms, %6.1f GFLOP/s  (%s)\n",
+                static_cast<long long>(OUT), static_cast<long long>(IN),
+                static_cast<long long>(kRows), form, t * 1e3, flops / t / 1e9, impl);
+  };
+  {  // the engine's form: dY read transposed (stored [rows, OUT], used as [OUT, rows])
+    const memory::desc a({OUT, kRows}, dt::bf16, tag::ba), b({kRows, IN}, dt::bf16, tag::ab),
+        c({OUT, IN}, dt::f32, tag::ab);
+    const matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
+    const matmul mm(pd);
+    memory am(a, eng, DY.data()), bm(b, eng, X.data()), cm(c, eng, DW.data());
+    report("matmul dY^T X:",
+           best_seconds(
+               [&] {
+                 mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+                 s.wait();
+               },
+               20),
+           pd.impl_info_str());
+  }
+  {  // inner product backward weights (the bias gradient comes with it)
+    const memory::desc src({kRows, IN}, dt::bf16, tag::nc), ddst({kRows, OUT}, dt::bf16, tag::nc),
+        db({OUT}, dt::f32, tag::x), w16({OUT, IN}, dt::bf16, tag::any);
+    const auto hint = inner_product_forward::primitive_desc(
+        inner_product_forward::desc(prop_kind::forward_training, src, w16, db, ddst), eng);
+    for (tag layout : {tag::oi, tag::any}) {
+      const memory::desc dw({OUT, IN}, dt::f32, layout);
+      const auto pd = inner_product_backward_weights::primitive_desc(
+          inner_product_backward_weights::desc(src, dw, db, ddst), eng, hint);
+      const inner_product_backward_weights ip(pd);
+      memory sm(src, eng, X.data()), dm(ddst, eng, DY.data()), wm(pd.diff_weights_desc(), eng),
+          bm(db, eng, DB.data());
+      report(layout == tag::oi ? "inner product, row-major dW:" : "inner product, its own layout:",
+             best_seconds(
+                 [&] {
+                   ip.execute(s, {{DNNL_ARG_SRC, sm},
+                                  {DNNL_ARG_DIFF_DST, dm},
+                                  {DNNL_ARG_DIFF_WEIGHTS, wm},
+                                  {DNNL_ARG_DIFF_BIAS, bm}});
+                   s.wait();
+                 },
+                 20),
+             pd.impl_info_str());
+    }
+  }
+  if (transposed_dst) {  // dW^T = X^T dY, written into dW [OUT, IN] through a "ba" destination
+    const memory::desc a({IN, kRows}, dt::bf16, tag::ba), b({kRows, OUT}, dt::bf16, tag::ab),
+        c({IN, OUT}, dt::f32, tag::ba);
+    const matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
+    const matmul mm(pd);
+    memory am(a, eng, X.data()), bm(b, eng, DY.data()), cm(c, eng, DW.data());
+    report("matmul X^T dY, transposed dst:",
+           best_seconds(
+               [&] {
+                 mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+                 s.wait();
+               },
+               1),
+           pd.impl_info_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool transposed_dst = argc > 1 && std::strcmp(argv[1], "--transposed-dst") == 0;
+  engine eng(engine::kind::cpu, 0);
+  stream s(eng);
+  // The step's shapes at d 256, d_ff 1024: FFN first map and FFN second map / input gradients,
+  // the query/key/value width, and the output map.
+  for (auto kn : {std::pair<int64_t, int64_t>{256, 1024}, {256, 768}, {1024, 256}, {256, 256}})
+    forward_output_types(eng, s, kn.first, kn.second);
+  for (auto io : {std::pair<int64_t, int64_t>{256, 1024}, {1024, 256}, {256, 256}})
+    weight_gradient_forms(eng, s, io.first, io.second, transposed_dst);
+  return 0;
+}
