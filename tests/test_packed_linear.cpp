@@ -154,6 +154,42 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
   }
 }
 
+// A bf16 output (bf16 training's FFN pre-activation and hidden gradient): every element is the
+// f32-output product rounded to nearest even, within one bf16 step of it (the accumulator
+// may round either way where the two primitives add in a different order), with and without
+// a bias, over more rows than one block; the f32 input beside x16 is never read. f32
+// weights refuse a bf16 output.
+TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
+  const int64_t N = 72, K = 136, rows = PackedLinear::kMaxRowsRounded + 100;
+  const auto W = test::random_vec(N * K, 51);
+  const auto x = test::random_vec(rows * K, 52);
+  const auto b = test::random_vec(N, 53);
+  std::vector<uint16_t> x16(x.size());
+  to_bf16(x16.data(), x.data(), rows, K, K);
+  PackedLinear pl;
+  pl.pack(W.data(), N, K, ComputeType::bf16);
+  for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
+    std::vector<float> want(rows * N);
+    pl.apply(want.data(), nullptr, rows, bias, Epi::store, x16.data());
+    std::vector<uint16_t> out(rows * N, 0xFFFF);
+    pl.apply_bf16(out.data(), x16.data(), rows, bias);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < rows * N; ++i) {
+      uint32_t u = static_cast<uint32_t>(out[i]) << 16;
+      float got;
+      std::memcpy(&got, &u, 4);
+      ASSERT_LE(std::abs(got - want[i]), std::abs(want[i]) * (1.f / 128) + 1e-30f)
+          << i << " bias " << (bias != nullptr);
+      exact += got == round_bf16(want[i]);
+    }
+    EXPECT_GT(exact, rows * N * 95 / 100) << "bias " << (bias != nullptr);
+  }
+  PackedLinear f;
+  f.pack(W.data(), N, K, ComputeType::f32);
+  std::vector<uint16_t> out(N);
+  EXPECT_THROW(f.apply_bf16(out.data(), x16.data(), 1, nullptr), Error);
+}
+
 TEST(PackedLinear, RejectsUseBeforePackAndEmptyWeights) {
   PackedLinear pl;
   float y = 0, x = 0;

@@ -124,6 +124,9 @@ class PackedLinear {
   // (dense), used instead of rounding x again (x may then be null).
   void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
              const uint16_t* x16 = nullptr) const;
+  // bf16 weights only: out16 = bf16(x16 W^T + bias), rounded to nearest even from the f32
+  // accumulator (bf16 training keeps the FFN's hidden activation and gradient in bf16).
+  void apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows, const float* bias) const;
 
   // Rows a single product handles at most (a power of two); calls run in blocks of this many
   // rows, then of decreasing powers of two, so that oneDNN sees few distinct shapes.
@@ -139,6 +142,8 @@ class PackedLinear {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   void pack_impl(const float* W, int64_t N, int64_t K, ComputeType type, bool transposed);
+  void apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows, const float* bias,
+                  Epilogue e, bool out16) const;
 };
 
 }  // namespace lf

@@ -40,12 +40,12 @@ struct PackedLinear::Impl {
   Buffer<uint8_t> weights;
   dnnl::reorder repack;  // source layout -> packed layout, kept for the next pack()
 
-  // One primitive per (rows, epilogue, bias, called from a parallel region): oneDNN tunes
-  // its blocking to the shape and to the threads it may use.
+  // One primitive per (rows, epilogue, bias, called from a parallel region, bf16 output):
+  // oneDNN tunes its blocking to the shape and to the threads it may use.
   struct Entry {
     int64_t M;
     Epilogue e;
-    bool bias, nested;
+    bool bias, nested, out16;
     dnnl::matmul prim;
     size_t scratch;
   };
@@ -54,9 +54,10 @@ struct PackedLinear::Impl {
 
   // weights: the packed layout, or `any` to let oneDNN choose it.
   dnnl::matmul::primitive_desc make_pd(int64_t M, Epilogue e, bool bias,
-                                       const dnnl::memory::desc& weights_md) const {
+                                       const dnnl::memory::desc& weights_md,
+                                       bool out16 = false) const {
     const dt t = dnnl_type(type);
-    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, dt::f32, tag::ab);
+    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, out16 ? dt::bf16 : dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::post_ops po;
@@ -81,18 +82,20 @@ struct PackedLinear::Impl {
     }
   }
 
-  const Entry& get(int64_t M, Epilogue e, bool bias, bool nested) const {
+  const Entry& get(int64_t M, Epilogue e, bool bias, bool nested, bool out16) const {
     std::lock_guard<std::mutex> lock(mu);
     for (const Entry& en : cache)
-      if (en.M == M && en.e == e && en.bias == bias && en.nested == nested) return en;
+      if (en.M == M && en.e == e && en.bias == bias && en.nested == nested && en.out16 == out16)
+        return en;
     dnnl::matmul::primitive_desc pd;
     try {
-      pd = make_pd(M, e, bias, wdesc);
+      pd = make_pd(M, e, bias, wdesc, out16);
     } catch (const dnnl::error& err) {
       fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", M, "x", K,
            " times ", K, "x", N, " with the packed weight layout (", err.what(), ")");
     }
-    cache.push_back(Entry{M, e, bias, nested, dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
+    cache.push_back(
+        Entry{M, e, bias, nested, out16, dnnl::matmul(pd), pd.scratchpad_desc().get_size()});
     return cache.back();
   }
 };
@@ -167,12 +170,26 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
 
 void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
                          const uint16_t* x16) const {
+  LF_DCHECK(rows <= 0 || (out && (x || (x16 && type() == ComputeType::bf16))),
+            "packed linear: null input or output for ", rows, " rows");
+  apply_impl(out, x, x16, rows, bias, e, false);
+}
+
+void PackedLinear::apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows,
+                              const float* bias) const {
+  LF_CHECK(type() == ComputeType::bf16, "packed linear: a bf16 output needs bf16 weights");
+  LF_DCHECK(rows <= 0 || (out16 && x16), "packed linear: null input or output for ", rows,
+            " rows");
+  apply_impl(out16, nullptr, x16, rows, bias, Epilogue::store, true);
+}
+
+// out: float (or uint16_t when the output is bf16: then x16 is given and e is store).
+void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows,
+                              const float* bias, Epilogue e, bool out16) const {
   LF_CHECK(packed(), "packed linear: apply() before pack()");
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
-  LF_DCHECK(out && (x || (x16 && im.type == ComputeType::bf16)),
-            "packed linear: null input or output for ", rows, " rows");
   thread_local dnnl::stream strm(cpu_engine());
   thread_local Buffer<uint16_t> xb;
   thread_local Buffer<uint8_t> pad;
@@ -185,7 +202,7 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
-    const Impl::Entry& en = im.get(M, e, bias != nullptr, nested);
+    const Impl::Entry& en = im.get(M, e, bias != nullptr, nested, out16);
     void* src = const_cast<float*>(x + r0 * im.K);
     if (im.type == ComputeType::bf16 && x16) {
       src = const_cast<uint16_t*>(x16 + r0 * im.K);
@@ -195,7 +212,9 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
       src = b;
     }
     dnnl::memory sm({{M, im.K}, t, tag::ab}, cpu_engine(), src);
-    dnnl::memory dm({{M, im.N}, dt::f32, tag::ab}, cpu_engine(), out + r0 * im.N);
+    void* dst = out16 ? static_cast<void*>(static_cast<uint16_t*>(out) + r0 * im.N)
+                      : static_cast<void*>(static_cast<float*>(out) + r0 * im.N);
+    dnnl::memory dm({{M, im.N}, out16 ? dt::bf16 : dt::f32, tag::ab}, cpu_engine(), dst);
     dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
                     grow(pad, std::max<size_t>(en.scratch, 1)));
     std::unordered_map<int, dnnl::memory> args{

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -75,9 +76,10 @@ void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Ro
     for (int64_t c = 0; c < cols; ++c) db[c] += part[t * cols + c];
 }
 
-// d16 = bf16(dout) [rows, cols] and, when db is given, db[c] += sum over rows of dout[r, c], in
-// one pass over dout.
-const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dout, int64_t rows,
+
+}  // namespace
+
+const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dout, int64_t rows,
                                       int64_t cols) {
   if (!db) return round_bf16(d16, dout, rows * cols);
   PhaseScope ps(Phase::matmul);  // the rounding serves the products, as round_bf16's does
@@ -85,8 +87,6 @@ const uint16_t* round_and_sum_columns(uint16_t* d16, float* db, const float* dou
                      [&](int64_t r, float*) { return dout + r * cols; });
   return d16;
 }
-
-}  // namespace
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType prec,
@@ -109,7 +109,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     db = nullptr;  // the caller summed it
   } else if (dinp && dW && linear_backward_runs_bf16(prec, d)) {
     if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
-    g16 = round_and_sum_columns(dout16.data(), db, dout, rows, out_f);
+    g16 = round_output_gradient(dout16.data(), db, dout, rows, out_f);
     db = nullptr;
   }
   if (dinp && W16.backward && gemm_runs_bf16(prec, rows, in, out_f))
@@ -204,20 +204,59 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   });
 }
 
-void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16) {
-  LF_DCHECK(out || out16, "gelu_forward: no output");
+void gelu_forward(float* out, const float* inp, int64_t n) {
+  PhaseScope ps(Phase::elementwise);
+  parallel_for(0, n, kGrainElems,
+               [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
+}
+
+namespace {
+
+// GELU and GELU' of every bf16 value, indexed by its 16 bits. A bf16 input has only 65536
+// values, so looking its result up gives exactly what computing it in f32 gives (the tables
+// are made by the same vectorised functions), at the cost of a load instead of an erfc and
+// two exps per element. 384 KB, made once on first use.
+struct GeluTables {
+  uint16_t fwd[65536 + 1];  // bf16(GELU(x)); one padding entry for 32-bit gathers
+  float grad[65536];        // GELU'(x)
+};
+
+const GeluTables& gelu_tables() {
+  static const GeluTables* const tables = [] {
+    auto* t = new GeluTables;
+    std::vector<float> x(65536), y(65536);
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const uint32_t u = b << 16;
+      std::memcpy(&x[b], &u, 4);
+    }
+    vm::gelu_n(y.data(), x.data(), 65536);
+    vm::to_bf16_n(t->fwd, y.data(), 65536);
+    t->fwd[65536] = 0;
+    std::fill(t->grad, t->grad + 65536, 1.f);
+    vm::gelu_backward_inplace_n(t->grad, x.data(), 65536);
+    return t;
+  }();
+  return *tables;
+}
+
+}  // namespace
+
+void gelu_forward_bf16(uint16_t* out16, const uint16_t* inp16, int64_t n) {
+  LF_DCHECK(n == 0 || (out16 && inp16), "gelu_forward_bf16: null pointer");
+  const uint16_t* table = gelu_tables().fwd;
   PhaseScope ps(Phase::elementwise);
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    // Blocks small enough that the bf16 copy reads the output from the cache (a per-thread
-    // block when there is no f32 output).
-    constexpr int64_t kBlock = 4096;
-    thread_local float block[kBlock];
-    for (int64_t j0 = i0; j0 < i1; j0 += kBlock) {
-      const int64_t len = std::min<int64_t>(kBlock, i1 - j0);
-      float* y = out ? out + j0 : block;
-      vm::gelu_n(y, inp + j0, len);
-      if (out16) vm::to_bf16_n(out16 + j0, y, len);
+    int64_t i = i0;
+#if defined(__AVX512F__)
+    // Sixteen lookups per gather: 32 bits read at each 16-bit entry, the low half kept.
+    for (; i + 16 <= i1; i += 16) {
+      const __m512i idx =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(inp16 + i)));
+      const __m512i v = _mm512_i32gather_epi32(idx, static_cast<const void*>(table), 2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out16 + i), _mm512_cvtepi32_epi16(v));
     }
+#endif
+    for (; i < i1; ++i) out16[i] = table[inp16[i]];
   });
 }
 
@@ -232,14 +271,26 @@ bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d) {
   return gemm_runs_bf16(t, d.rows, d.in, d.out) && gemm_runs_bf16(t, d.out, d.in, d.rows);
 }
 
-const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const float* dout, const float* inp,
-                                    int64_t rows, int64_t cols) {
-  LF_DCHECK(rows >= 0 && cols > 0 && (rows == 0 || (d16 && db && dout && inp)),
+const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* dout16,
+                                    const uint16_t* inp16, int64_t rows, int64_t cols) {
+  LF_DCHECK(rows >= 0 && cols > 0 && (rows == 0 || (d16 && db && dout16 && inp16)),
             "gelu_backward_round: bad shape or null pointer");
   PhaseScope ps(Phase::elementwise);
+  const float* grad = gelu_tables().grad;
   round_and_sum_rows(d16, db, rows, cols, [&](int64_t r, float* buf) {
-    std::copy(dout + r * cols, dout + (r + 1) * cols, buf);
-    vm::gelu_backward_inplace_n(buf, inp + r * cols, cols);
+    const uint16_t* d = dout16 + r * cols;
+    const uint16_t* h = inp16 + r * cols;
+    vm::from_bf16_n(buf, d, cols);
+    int64_t c = 0;
+#if defined(__AVX512F__)
+    for (; c + 16 <= cols; c += 16) {
+      const __m512i idx =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + c)));
+      _mm512_storeu_ps(buf + c, _mm512_mul_ps(_mm512_loadu_ps(buf + c),
+                                              _mm512_i32gather_ps(idx, grad, 4)));
+    }
+#endif
+    for (; c < cols; ++c) buf[c] *= grad[h[c]];
     return static_cast<const float*>(buf);
   });
   return d16;

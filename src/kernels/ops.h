@@ -54,6 +54,11 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
                      GradInto into = GradInto::add, const uint16_t* pre_rounded = nullptr);
 // Whether both gradient products of linear_backward run in bf16 (dout is then rounded once).
 bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
+// bf16 training: a linear map's output gradient dout [rows, cols] rounded to bf16 into d16
+// (the operand of both its gradient products, linear_backward's pre_rounded), with its column
+// sums added to db (the bias gradient; null: none) in the same pass. Returns d16.
+const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dout, int64_t rows,
+                                      int64_t cols);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
@@ -62,18 +67,18 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C, GradInto into = GradInto::add);
 
-// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward. out16 (or
-// null): out rounded to bf16 as well, in the same pass (the input of a bf16 product); out
-// may be null when out16 is given.
-void gelu_forward(float* out, const float* inp, int64_t n, uint16_t* out16 = nullptr);
+// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
+void gelu_forward(float* out, const float* inp, int64_t n);
+// GELU of bf16 inputs (the FFN's pre-activation kept in bf16), written rounded to bf16.
+void gelu_forward_bf16(uint16_t* out16, const uint16_t* inp16, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
 void gelu_backward_inplace(float* d, const float* inp, int64_t n);
-// The same over [rows, cols] for a bf16 linear map's backward: d(inp) rounded to bf16 into
-// d16 and its column sums added to db (the map's bias gradient), in one pass, without
-// writing d(inp) in f32. Returns d16.
-const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const float* dout, const float* inp,
-                                    int64_t rows, int64_t cols);
+// The same over [rows, cols] in bf16, for the FFN's bf16 backward: dout16 and inp16 widened
+// exactly to f32, d(inp) = dout GELU'(inp) rounded to bf16 into d16 (which may alias dout16)
+// and its column sums added to db (the map's bias gradient), in one pass. Returns d16.
+const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* dout16,
+                                    const uint16_t* inp16, int64_t rows, int64_t cols);
 
 // tanh; backward uses the cached output.
 void tanh_forward(float* out, const float* inp, int64_t n);

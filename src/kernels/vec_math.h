@@ -269,4 +269,19 @@ inline void to_bf16_n(uint16_t* d, const float* s, int64_t n) {
   for (; c < n; ++c) d[c] = bf16_round(s[c]);
 }
 
+// d[i] = s[i] widened from bf16 to f32 (exact) for n elements.
+inline void from_bf16_n(float* d, const uint16_t* s, int64_t n) {
+  int64_t c = 0;
+#if defined(__AVX512F__)
+  for (; c + 16 <= n; c += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c)));
+    _mm512_storeu_si512(d + c, _mm512_slli_epi32(w, 16));
+  }
+#endif
+  for (; c < n; ++c) {
+    const uint32_t u = static_cast<uint32_t>(s[c]) << 16;
+    std::memcpy(d + c, &u, 4);
+  }
+}
+
 }  // namespace lf::vm

@@ -57,6 +57,9 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
+FfnActs ffn_acts(const LayerAct& A) { return {A.h, A.g, A.h16, A.g16}; }
+FfnScratch ffn_scratch(const Layout& L) { return {L.dG, L.dG16, L.dy16}; }
+
 }  // namespace
 
 const uint16_t* LayerContext::round16(uint16_t* buf, const float* x, int64_t rows,
@@ -130,7 +133,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
-  ffn.forward(L.tmp, A.h, A.g, A.ffn_in, R, c.round16(A.ffn_in16, A.ffn_in, R, D), A.g16);
+  ffn.forward(L.tmp, A.ffn_in, c.round16(A.ffn_in16, A.ffn_in, R, D), R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
     residual_add(A.f, ffn_base, L.tmp, R * D);
@@ -159,16 +162,16 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
       PhaseScope ps(Phase::elementwise);
       std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
     }
-    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.h,
-                 A.g, R, g, A.ffn_in16, A.g16, GradInto::add, L.dG16);
+    ffn.backward(L.d2, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
+                 A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D, GradInto::overwrite);  // d a
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
                               dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
                               GradInto::add);
   } else {
-    ffn.backward(L.d2, L.dG, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
-                 A.h, A.g, R, g, A.ffn_in16, A.g16, GradInto::overwrite, L.dG16);
+    ffn.backward(L.d2, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
+                 A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::overwrite);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
     attention_branch_backward(c, lp, A, l, A.ln1, L.d2,

@@ -53,11 +53,13 @@ struct LayerAct {
   float* a = nullptr;                              // x + attention branch [R,D]
   float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
   float* ffn_in = nullptr;                                                       // [R,D]
-  float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F]
+  float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F] (f32 FFN products)
   float* f = nullptr;                // post-norm: ffn_in + FFN branch [R,D]
   // bf16 training: the inputs of the query, output and FFN maps rounded to bfloat16 in
   // forward, reused by backward's weight-gradient products (null otherwise).
-  uint16_t *in16 = nullptr, *ctx16 = nullptr, *ffn_in16 = nullptr, *g16 = nullptr;
+  uint16_t *in16 = nullptr, *ctx16 = nullptr, *ffn_in16 = nullptr;
+  // pre/post GELU [R,F] in bf16, instead of h and g, when the FFN's products run in bf16.
+  uint16_t *h16 = nullptr, *g16 = nullptr;
 };
 
 // Where every activation lives for one (B, N, train) shape: carved from the arena by the
@@ -75,7 +77,9 @@ struct Layout {
         *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
         *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
         *proj_scratch = nullptr;
-  uint16_t* dG16 = nullptr;  // bf16 training: the FFN's hidden gradient, rounded
+  // bf16 FFN products: the FFN's hidden gradient [R,F] and output gradient [R,D], rounded
+  // (dG is null then).
+  uint16_t *dG16 = nullptr, *dy16 = nullptr;
   // Inference: per-thread row-block workspace (see layer_forward_infer).
   float* work = nullptr;
   int64_t work_floats = 0;  // per thread

@@ -2,36 +2,48 @@
 
 #include <cstring>
 
+#include "core/check.h"
 #include "core/profile.h"
 #include "kernels/ops.h"
 
 namespace lf {
 
-void FeedForward::forward(float* y, float* h, float* g, const float* x, int64_t R,
-                          const uint16_t* x16, uint16_t* g16) const {
-  linear_forward(h, x, inter.w, inter.b, LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}, t,
-                 w16(inter), x16);
-  gelu_forward(g, h, R * F, g16);
-  linear_forward(y, g, out.w, out.b, LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out),
-                 g16);
-}
-
-void FeedForward::backward(float* dx, float* dG, const float* dy, const float* x,
-                           const float* h, const float* g, int64_t R, const GradMap& grad,
-                           const uint16_t* x16, const uint16_t* g16, GradInto into,
-                           uint16_t* dG16) const {
-  linear_backward(dG, grad(out.w), grad(out.b), dy, g, out.w,
-                  LinearDims{/*rows=*/R, /*in=*/F, /*out=*/D}, t, w16(out), g16,
-                  GradInto::overwrite);
-  const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F};
-  if (dG16 && linear_backward_runs_bf16(t, first)) {  // d(h) in bf16 only, bias summed
-    gelu_backward_round(dG16, grad(inter.b), dG, h, R, F);
-    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, w16(inter), x16,
-                    into, dG16);
+void FeedForward::forward(float* y, const float* x, const uint16_t* x16, int64_t R,
+                          const FfnActs& a) const {
+  const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
+  if (a.h16) {  // every product in bf16, on the packed weights
+    LF_DCHECK(x16 && a.g16 && w16(inter).forward, "FeedForward: bf16 activations without bf16 operands");
+    w16(inter).forward->apply_bf16(a.h16, x16, R, inter.b);
+    gelu_forward_bf16(a.g16, a.h16, R * F);
+    linear_forward(y, nullptr, out.w, out.b, second, t, w16(out), a.g16);
     return;
   }
-  gelu_backward_inplace(dG, h, R * F);  // dG becomes d(h)
-  linear_backward(dx, grad(inter.w), grad(inter.b), dG, x, inter.w, first, t, w16(inter), x16,
+  linear_forward(a.h, x, inter.w, inter.b, first, t, w16(inter), x16);
+  gelu_forward(a.g, a.h, R * F);
+  linear_forward(y, a.g, out.w, out.b, second, t, w16(out));
+}
+
+void FeedForward::backward(float* dx, const float* dy, const float* x, const uint16_t* x16,
+                           int64_t R, const FfnActs& a, const FfnScratch& s, const GradMap& grad,
+                           GradInto into) const {
+  const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
+  if (a.h16) {
+    LF_DCHECK(s.dG16 && s.dy16 && w16(out).backward, "FeedForward: no bf16 scratch");
+    // dy rounded once (b2's gradient summed in the same pass); d(g) = dy W2 written in bf16.
+    const uint16_t* dy16 = round_output_gradient(s.dy16, grad(out.b), dy, R, D);
+    w16(out).backward->apply_bf16(s.dG16, dy16, R, nullptr);
+    linear_backward(nullptr, grad(out.w), nullptr, nullptr, nullptr, out.w, second, t, w16(out),
+                    a.g16, GradInto::add, dy16);
+    // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.
+    gelu_backward_round(s.dG16, grad(inter.b), s.dG16, a.h16, R, F);
+    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, w16(inter), x16,
+                    into, s.dG16);
+    return;
+  }
+  linear_backward(s.dG, grad(out.w), grad(out.b), dy, a.g, out.w, second, t, w16(out), nullptr,
+                  GradInto::overwrite);
+  gelu_backward_inplace(s.dG, a.h, R * F);  // dG becomes d(h)
+  linear_backward(dx, grad(inter.w), grad(inter.b), s.dG, x, inter.w, first, t, w16(inter), x16,
                   into);
 }
 

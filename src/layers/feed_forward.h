@@ -7,27 +7,36 @@
 
 namespace lf {
 
+// The activations training keeps for backward, [R,F] each: h = x W1^T + b1 and g = GELU(h).
+// In f32 (h, g), or, in bf16 training when every FFN product runs in bf16 (all four share
+// one size, so gemm_runs_bf16(t, R, D, F) decides for all), in bf16 only (h16, g16): the
+// products then write and read bf16 as PyTorch's autocast does, and GELU reads and writes
+// half the bytes.
+struct FfnActs {
+  float *h = nullptr, *g = nullptr;
+  uint16_t *h16 = nullptr, *g16 = nullptr;
+};
+// Backward scratch: dG [R,F] (f32 path), or dG16 [R,F] and dy16 [R,D] (bf16 path).
+struct FfnScratch {
+  float* dG = nullptr;
+  uint16_t *dG16 = nullptr, *dy16 = nullptr;
+};
+
 struct FeedForward {
   const Linear& inter;  // W1, b1
   const Linear& out;    // W2, b2
   int64_t D = 0, F = 0;
   ComputeType t = ComputeType::f32;  // precision of the training products
-  Bf16Map w16 = {};                  // and the weights' bf16 copies (bf16 training)
+  Bf16Map w16 = {};                  // and the weights' bf16 forms (bf16 training)
 
-  // Training: y [R,D] from x [R,D]; keeps h = x W1^T + b1 and g = GELU(h) [R,F] for backward.
-  // bf16 training: x16 is x rounded to bfloat16, and g is rounded into g16 (null: neither);
-  // g may then be null, when the products on it run in bf16 (gemm_runs_bf16(t, R, D, F)).
-  void forward(float* y, float* h, float* g, const float* x, int64_t R,
-               const uint16_t* x16 = nullptr, uint16_t* g16 = nullptr) const;
+  // Training: y [R,D] from x [R,D], keeping a (its bf16 forms when a.h16 is set; x16 is then
+  // x rounded to bfloat16).
+  void forward(float* y, const float* x, const uint16_t* x16, int64_t R, const FfnActs& a) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
-  // through grad. dG: [R,F] scratch. x16, g16: forward's roundings (or null). dG16: [R,F]
-  // bf16 scratch (or null): when the first map's gradient products run in bf16, GELU's
-  // backward writes its result there only, rounded, with the bias gradient summed in the
-  // same pass.
-  void backward(float* dx, float* dG, const float* dy, const float* x, const float* h,
-                const float* g, int64_t R, const GradMap& grad, const uint16_t* x16 = nullptr,
-                const uint16_t* g16 = nullptr, GradInto into = GradInto::add,
-                uint16_t* dG16 = nullptr) const;
+  // through grad. x, x16, a: as in forward.
+  void backward(float* dx, const float* dy, const float* x, const uint16_t* x16, int64_t R,
+                const FfnActs& a, const FfnScratch& s, const GradMap& grad,
+                GradInto into = GradInto::add) const;
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.
   void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;

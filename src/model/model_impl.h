@@ -81,8 +81,9 @@ struct Model::Impl : Layout {
   PackedLinear word_fwd16;
   bool head16_current = false;
   Bf16Map mlm_bf16_map();
-  // Whether training on R rows keeps GELU's output in bf16 only (FeedForward::forward).
-  bool gelu_output_bf16_only(int64_t R) const {
+  // Whether training on R rows runs the FFN's products in bf16 and keeps its activations in
+  // bf16 only (FfnActs).
+  bool ffn_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_ff);
   }
 

@@ -61,16 +61,18 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     A.mean2 = c.take<float>(R);
     A.rstd2 = c.take<float>(R);
     A.ffn_in = c.take<float>(R * D);
-    A.h = c.take<float>(R * F);
-    // GELU's output feeds only the second FFN map's products: when they run in bf16 its
-    // bf16 copy (g16) is all there is.
-    if (!gelu_output_bf16_only(R)) A.g = c.take<float>(R * F);
+    if (ffn_bf16_only(R)) {
+      A.h16 = c.take<uint16_t>(R * F);
+      A.g16 = c.take<uint16_t>(R * F);
+    } else {
+      A.h = c.take<float>(R * F);
+      A.g = c.take<float>(R * F);
+    }
     if (!pre) A.f = c.take<float>(R * D);
     if (train_compute == ComputeType::bf16) {
       A.in16 = c.take<uint16_t>(R * D);
       A.ctx16 = c.take<uint16_t>(R * D);
       A.ffn_in16 = c.take<uint16_t>(R * D);
-      A.g16 = c.take<uint16_t>(R * F);
     }
   }
   Lo.xs.assign(L + 1, nullptr);
@@ -99,8 +101,12 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.dxpv = c.take<float>(RK * D);
   Lo.demk = c.take<float>(RK);
   Lo.demv = c.take<float>(RK);
-  Lo.dG = c.take<float>(R * F);
-  if (train_compute == ComputeType::bf16) Lo.dG16 = c.take<uint16_t>(R * F);
+  if (ffn_bf16_only(R)) {
+    Lo.dG16 = c.take<uint16_t>(R * F);
+    Lo.dy16 = c.take<uint16_t>(R * D);
+  } else {
+    Lo.dG = c.take<float>(R * F);
+  }
   Lo.proj_scratch = c.take<float>(B * maxK * N);
   out = std::move(Lo);
   return c.bytes;
