@@ -126,6 +126,21 @@ void BM_LayerNorm(benchmark::State& st) {
 }
 BENCHMARK(BM_LayerNorm)->Arg(4096)->UseRealTime();
 
+// LayerNorm's backward over rows x C (training's widths: 256 for the small model, 768).
+void BM_LayerNormBackward(benchmark::State& st) {
+  const int64_t rows = st.range(0), C = st.range(1);
+  Buffer<float> x(rows * C), y(rows * C), g(rows * C), dx(rows * C), w(C), b(C), dw(C), db(C),
+      mean(rows), rstd(rows);
+  fill(x, 4), fill(w, 5), fill(b, 6), fill(g, 7);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C,
+                    1e-5f);
+  for (auto _ : st)
+    layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(),
+                       rstd.data(), rows, C, GradInto::overwrite);
+  st.SetItemsProcessed(st.iterations() * rows * C);
+}
+BENCHMARK(BM_LayerNormBackward)->Args({4096, 256})->Args({4096, 768})->UseRealTime();
+
 void BM_Gelu(benchmark::State& st) {
   const int64_t n = st.range(0);
   Buffer<float> x(n), y(n);
@@ -134,6 +149,26 @@ void BM_Gelu(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * n);
 }
 BENCHMARK(BM_Gelu)->Arg(4096 * F)->UseRealTime();
+
+// bf16 training's GELU on the FFN's bf16 pre-activation (a table lookup), and its backward
+// (rounded d(h) and the bias gradient), over 4096 rows of d_ff 1024.
+void BM_GeluBf16(benchmark::State& st) {
+  const int64_t rows = 4096, cols = 1024, n = rows * cols;
+  Buffer<float> x(n), db(cols);
+  fill(x, 7, 8.f);
+  Buffer<uint16_t> h16(n), g16(n), d16(n);
+  to_bf16(h16.data(), x.data(), rows, cols, cols);
+  for (auto _ : st) {
+    if (st.range(0) == 0) {
+      gelu_forward_bf16(g16.data(), h16.data(), n);
+    } else {
+      to_bf16(d16.data(), x.data(), rows, cols, cols);  // a fresh gradient each time
+      gelu_backward_round(d16.data(), db.data(), d16.data(), h16.data(), rows, cols);
+    }
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+BENCHMARK(BM_GeluBf16)->Arg(0)->Arg(1)->UseRealTime();
 
 // Attention of one sequence (B = 1, 12 heads of 64), given Q, K, V.
 // kind 0: standard (N x N tile per head), 1: streaming softmax, 2: Linformer against k rows.

@@ -170,38 +170,45 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   LF_DCHECK(rows == 0 || (dinp && dw && db && dout && inp && w && mean && rstd),
             "layernorm_backward: null pointer");
   PhaseScope ps(Phase::elementwise);
-  // Parameter gradients: reduce over rows, parallel over columns (no races).
-  parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* x = inp + r * C;
-      const float* g = dout + r * C;
-      const float m = mean[r], rs = rstd[r];
-      for (int64_t c = c0; c < c1; ++c) {
-        dw[c] += (x[c] - m) * rs * g[c];
-        db[c] += g[c];
-      }
-    }
-  });
+  // One pass over the rows: each thread adds its rows' share of the parameter gradients into
+  // its own partial sums (added in thread order at the end) while it writes their dx.
+  thread_local Buffer<float> partial;
+  const int nt = num_threads();
+  if (partial.size() < static_cast<size_t>(nt * 2 * C)) partial.resize(nt * 2 * C);
+  float* part = partial.data();
+  std::fill(part, part + nt * 2 * C, 0.f);
+  const bool add = into == GradInto::add;
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
+    float* pw = part + thread_id() * 2 * C;
+    float* pb = pw + C;
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
       const float* g = dout + r * C;
       float* dx = dinp + r * C;
       const float m = mean[r], rs = rstd[r];
       double sum_g = 0.0, sum_gx = 0.0;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t i = 0; i < C; ++i) {
+        const float xhat = (x[i] - m) * rs;
         const float gw = g[i] * w[i];
         sum_g += gw;
-        sum_gx += static_cast<double>(gw) * (x[i] - m) * rs;
+        sum_gx += static_cast<double>(gw) * xhat;
+        pw[i] += xhat * g[i];
+        pb[i] += g[i];
       }
       const float mg = static_cast<float>(sum_g / C), mgx = static_cast<float>(sum_gx / C);
-      const bool add = into == GradInto::add;
+#pragma omp simd
       for (int64_t i = 0; i < C; ++i) {
         const float xhat = (x[i] - m) * rs;
         dx[i] = (add ? dx[i] : 0.f) + rs * (g[i] * w[i] - mg - xhat * mgx);
       }
     }
   });
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      dw[c] += part[t * 2 * C + c];
+      db[c] += part[t * 2 * C + C + c];
+    }
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
