@@ -43,10 +43,10 @@ void BM_GemmNT(benchmark::State& st) {
 }
 BENCHMARK(BM_GemmNT)
     ->ArgNames({"M", "N", "K"})
-    ->Args({4096, 768, 768})     // Q/K/V/output maps, n = 4096
-    ->Args({4096, 3072, 768})    // FFN in
-    ->Args({4096, 768, 3072})    // FFN out
-    ->Args({128, 768, 768})      // Linformer K/V maps on k = 128 projected rows
+    ->Args({4096, 768, 768})   // Q/K/V/output maps, n = 4096
+    ->Args({4096, 3072, 768})  // FFN in
+    ->Args({4096, 768, 3072})  // FFN out
+    ->Args({128, 768, 768})    // Linformer K/V maps on k = 128 projected rows
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -87,8 +87,7 @@ void BM_PackedLinear(benchmark::State& st) {
   PackedLinear pl;
   pl.pack(w.data(), N, K, t);
   auto apply = [&](int64_t i) {
-    pl.apply(c.data() + i * M * N, a.data() + i * M * K, M, nullptr,
-             PackedLinear::Epilogue::store);
+    pl.apply(c.data() + i * M * N, a.data() + i * M * K, M, nullptr, PackedLinear::Epilogue::store);
   };
   for (auto _ : st) {
     if (per_thread)
@@ -121,7 +120,8 @@ void BM_LayerNorm(benchmark::State& st) {
   const int64_t rows = st.range(0);
   Buffer<float> x(rows * D), y(rows * D), w(D), b(D);
   fill(x, 4), fill(w, 5), fill(b, 6);
-  for (auto _ : st) layernorm_forward(y.data(), nullptr, nullptr, x.data(), w.data(), b.data(), rows, D, 1e-5f);
+  for (auto _ : st)
+    layernorm_forward(y.data(), nullptr, nullptr, x.data(), w.data(), b.data(), rows, D, 1e-5f);
   st.SetItemsProcessed(st.iterations() * rows * D);
 }
 BENCHMARK(BM_LayerNorm)->Arg(4096)->UseRealTime();
@@ -196,9 +196,16 @@ void BM_Attention(benchmark::State& st) {
 }
 BENCHMARK(BM_Attention)
     ->ArgNames({"kind", "n", "k"})
-    ->Args({0, 512, 0})->Args({1, 512, 0})->Args({2, 512, 128})
-    ->Args({0, 2048, 0})->Args({1, 2048, 0})->Args({2, 2048, 128})
-    ->Args({0, 8192, 0})->Args({1, 8192, 0})->Args({2, 8192, 128})->Args({2, 8192, 256})
+    ->Args({0, 512, 0})
+    ->Args({1, 512, 0})
+    ->Args({2, 512, 128})
+    ->Args({0, 2048, 0})
+    ->Args({1, 2048, 0})
+    ->Args({2, 2048, 128})
+    ->Args({0, 8192, 0})
+    ->Args({1, 8192, 0})
+    ->Args({2, 8192, 128})
+    ->Args({2, 8192, 256})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -223,14 +230,22 @@ void BM_EncoderLayer(benchmark::State& st) {
   m.forward(batch, false);
   for (auto _ : st) m.forward(batch, false);
   set_flops(st, B * bench::encoder_flops(c, n));
-  st.SetLabel(std::string(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer") + " " +
-              compute_type_name(ct));
+  st.SetLabel(std::string(kind == 0   ? "standard"
+                          : kind == 1 ? "streaming"
+                                      : "linformer") +
+              " " + compute_type_name(ct));
 }
 BENCHMARK(BM_EncoderLayer)
     ->ArgNames({"kind", "n", "k", "bf16"})
-    ->Args({0, 512, 0, 0})->Args({1, 512, 0, 0})->Args({2, 512, 128, 0})->Args({2, 512, 128, 1})
-    ->Args({0, 4096, 0, 0})->Args({1, 4096, 0, 0})->Args({2, 4096, 128, 0})
-    ->Args({2, 4096, 128, 1})->Args({2, 4096, 256, 0})
+    ->Args({0, 512, 0, 0})
+    ->Args({1, 512, 0, 0})
+    ->Args({2, 512, 128, 0})
+    ->Args({2, 512, 128, 1})
+    ->Args({0, 4096, 0, 0})
+    ->Args({1, 4096, 0, 0})
+    ->Args({2, 4096, 128, 0})
+    ->Args({2, 4096, 128, 1})
+    ->Args({2, 4096, 256, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -63,12 +63,10 @@ struct BatchLayout {
 // `pre`: operands already rounded with round_batch_bf16 (the same layout), for an operand
 // shared by two products; used only when the product runs in bf16.
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la,
-                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc,
-                  const Bf16Inputs& pre = {});
+                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
+                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre = {});
 // Whether gemm_batched(t, nb, nh, ..., M, N, K, ...) runs in bf16.
-bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N,
-                            int64_t K);
+bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N, int64_t K);
 // An operand of gemm_batched (nb x nh matrices of rows x cols as stored, in layout l) rounded
 // to bf16 into buf, which keeps its layout and grows as needed; returns the copy.
 const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,

@@ -121,8 +121,8 @@ void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType t
   // order, and W [K, N] (pack_transposed) in `ab` order. The reorder rounds to bf16.
   const dnnl::memory::desc src_md({K, N}, dt::f32, transposed ? tag::ab : tag::ba);
   Impl* im = impl_.get();
-  const bool reuse = im && im->N == N && im->K == K && im->type == type &&
-                     im->transposed == transposed;
+  const bool reuse =
+      im && im->N == N && im->K == K && im->type == type && im->transposed == transposed;
   if (!reuse) {
     auto fresh = std::make_unique<Impl>();
     fresh->type = type;
@@ -131,8 +131,8 @@ void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType t
     fresh->transposed = transposed;
     fresh->wdesc = fresh->packed_desc();
     fresh->weights.resize(fresh->wdesc.get_size());
-    fresh->repack = dnnl::reorder(dnnl::reorder::primitive_desc(
-        cpu_engine(), src_md, cpu_engine(), fresh->wdesc));
+    fresh->repack = dnnl::reorder(
+        dnnl::reorder::primitive_desc(cpu_engine(), src_md, cpu_engine(), fresh->wdesc));
     impl_ = std::move(fresh);
     im = impl_.get();
   }
@@ -178,8 +178,7 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
 void PackedLinear::apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows,
                               const float* bias) const {
   LF_CHECK(type() == ComputeType::bf16, "packed linear: a bf16 output needs bf16 weights");
-  LF_DCHECK(rows <= 0 || (out16 && x16), "packed linear: null input or output for ", rows,
-            " rows");
+  LF_DCHECK(rows <= 0 || (out16 && x16), "packed linear: null input or output for ", rows, " rows");
   apply_impl(out16, nullptr, x16, rows, bias, Epilogue::store, true);
 }
 

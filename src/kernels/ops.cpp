@@ -76,22 +76,19 @@ void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Ro
     for (int64_t c = 0; c < cols; ++c) db[c] += part[t * cols + c];
 }
 
-
 }  // namespace
 
 const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dout, int64_t rows,
                                       int64_t cols) {
   if (!db) return round_bf16(d16, dout, rows * cols);
   PhaseScope ps(Phase::matmul);  // the rounding serves the products, as round_bf16's does
-  round_and_sum_rows(d16, db, rows, cols,
-                     [&](int64_t r, float*) { return dout + r * cols; });
+  round_and_sum_rows(d16, db, rows, cols, [&](int64_t r, float*) { return dout + r * cols; });
   return d16;
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec,
-                     const Bf16Weight& W16, const uint16_t* inp16, GradInto into,
-                     const uint16_t* pre_rounded) {
+                     const float* W, const LinearDims& d, ComputeType prec, const Bf16Weight& W16,
+                     const uint16_t* inp16, GradInto into, const uint16_t* pre_rounded) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(!pre_rounded || linear_backward_runs_bf16(prec, d),
@@ -113,10 +110,10 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     db = nullptr;
   }
   if (dinp && W16.backward && gemm_runs_bf16(prec, rows, in, out_f))
-    W16.backward->apply(dinp, dout, rows, nullptr,
-                        into == GradInto::add ? PackedLinear::Epilogue::accumulate
-                                              : PackedLinear::Epilogue::store,
-                        g16);
+    W16.backward->apply(
+        dinp, dout, rows, nullptr,
+        into == GradInto::add ? PackedLinear::Epilogue::accumulate : PackedLinear::Epilogue::store,
+        g16);
   else if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
          into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16.plain});
@@ -135,7 +132,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps) {
+                       const float* b, int64_t rows, int64_t C, float eps, uint16_t* out16) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (out && inp && w && b), "layernorm_forward: null pointer");
   PhaseScope ps(Phase::elementwise);
@@ -157,6 +154,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
       const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
 #pragma omp simd
       for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
+      if (out16) vm::to_bf16_n(out16 + r * C, y, C);
       if (mean) mean[r] = m;
       if (rstd) rstd[r] = rs;
     }
@@ -293,8 +291,8 @@ const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* do
     for (; c + 16 <= cols; c += 16) {
       const __m512i idx =
           _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + c)));
-      _mm512_storeu_ps(buf + c, _mm512_mul_ps(_mm512_loadu_ps(buf + c),
-                                              _mm512_i32gather_ps(idx, grad, 4)));
+      _mm512_storeu_ps(buf + c,
+                       _mm512_mul_ps(_mm512_loadu_ps(buf + c), _mm512_i32gather_ps(idx, grad, 4)));
     }
 #endif
     for (; c < cols; ++c) buf[c] *= grad[h[c]];

@@ -61,8 +61,10 @@ const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dou
                                       int64_t cols);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
+// out16 (or null): out rounded to bf16 as well, in the same pass (a bf16 product's input).
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps);
+                       const float* b, int64_t rows, int64_t C, float eps,
+                       uint16_t* out16 = nullptr);
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C, GradInto into = GradInto::add);

@@ -37,9 +37,9 @@ constexpr float kE7 = 1.f / 5040.f, kE6 = 1.f / 720.f, kE5 = 1.f / 120.f, kE4 = 
                 kE3 = 1.f / 6.f, kE2 = 0.5f;
 
 // erfc exponent polynomial P(t), degree 10, coefficients c0 .. c10.
-constexpr float kErfcP[11] = {-1.265643930e+00f, 1.003207701e+00f, 3.404699268e-01f,
+constexpr float kErfcP[11] = {-1.265643930e+00f, 1.003207701e+00f,  3.404699268e-01f,
                               2.997266029e-01f,  -9.587036304e-01f, 2.213325609e+00f,
-                              -4.365678155e+00f, 5.047115709e+00f, -3.302974209e+00f,
+                              -4.365678155e+00f, 5.047115709e+00f,  -3.302974209e+00f,
                               1.161873965e+00f,  -1.727195901e-01f};
 
 inline float exp_scalar(float x) {
@@ -124,9 +124,9 @@ inline __m512 phi16(__m512 x) {
 inline __m512 gelu16(__m512 x) { return _mm512_mul_ps(x, phi16(x)); }
 
 inline __m512 gelu_grad16(__m512 x) {
-  const __m512 pdf = _mm512_mul_ps(
-      _mm512_set1_ps(kInvSqrt2Pi),
-      exp16(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
+  const __m512 pdf =
+      _mm512_mul_ps(_mm512_set1_ps(kInvSqrt2Pi),
+                    exp16(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
   return _mm512_fmadd_ps(x, pdf, phi16(x));
 }
 #endif
@@ -237,8 +237,8 @@ inline float masked_scaled_max(const float* x, const float* mask, int64_t n, flo
 }
 // y[j] = scale * x[j] - shift for counted keys, -inf (which exp maps to exactly 0) for the
 // others. y may alias x.
-inline void masked_scaled_shift(float* y, const float* x, const float* mask, int64_t n,
-                                float scale, float shift) {
+inline void masked_scaled_shift(float* y, const float* x, const float* mask, int64_t n, float scale,
+                                float shift) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (mask) {
 #pragma omp simd
@@ -274,7 +274,8 @@ inline void from_bf16_n(float* d, const uint16_t* s, int64_t n) {
   int64_t c = 0;
 #if defined(__AVX512F__)
   for (; c + 16 <= n; c += 16) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c)));
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c)));
     _mm512_storeu_si512(d + c, _mm512_slli_epi32(w, 16));
   }
 #endif

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/check.h"
 #include "core/parallel.h"
@@ -97,7 +96,7 @@ void LayerContext::check(const LayerParams& lp, const float* x_in, const char* w
 float LayerContext::scale() const { return 1.f / std::sqrt(static_cast<float>(cfg->d_head())); }
 
 void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                   const float* x_in, float* x_out) {
+                   const float* x_in, float* x_out, const uint16_t* x_in16, uint16_t* x_out16) {
   c.check(lp, x_in, "layer_forward");
   LF_DCHECK(x_out, "layer_forward: null output");
   const Config& cfg = *c.cfg;
@@ -108,13 +107,18 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   const float pa = c.train ? cfg.attention_dropout : 0.f;
   const bool pre = cfg.norm == NormPlacement::pre;
 
+  // The LayerNorms write the bf16 copies of their outputs that bf16 products read (A.in16,
+  // A.ffn_in16, the next layer's in16 as x_out16) in the same pass.
   const float* attn_in = x_in;
+  const uint16_t* in16 = nullptr;
   if (pre) {
-    layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+    layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps, A.in16);
     attn_in = A.ln1;
+    in16 = A.in16;
+  } else {
+    in16 = x_in16 ? x_in16 : c.round16(A.in16, x_in, R, D);
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  const uint16_t* in16 = c.round16(A.in16, attn_in, R, D);
   linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q), in16);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
@@ -126,18 +130,20 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;
   if (!pre) {
-    layernorm_forward(A.ffn_in, A.mean1, A.rstd1, A.a, lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+    layernorm_forward(A.ffn_in, A.mean1, A.rstd1, A.a, lp.ln_attn.w, lp.ln_attn.b, R, D, eps,
+                      A.ffn_in16);
     ffn_base = A.ffn_in;
   } else {
-    layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps);
+    layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps,
+                      A.ffn_in16);
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
-  ffn.forward(L.tmp, A.ffn_in, c.round16(A.ffn_in16, A.ffn_in, R, D), R, ffn_acts(A));
+  ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
     residual_add(A.f, ffn_base, L.tmp, R * D);
-    layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps);
+    layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps, x_out16);
   } else {
     residual_add(x_out, ffn_base, L.tmp, R * D);
   }
@@ -158,13 +164,11 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   if (cfg.norm == NormPlacement::post) {
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D, GradInto::overwrite);  // d f
-    {
-      PhaseScope ps(Phase::elementwise);
-      std::memcpy(L.d2, L.d1, R * D * sizeof(float));  // d ffn_in (residual part)
-    }
-    ffn.backward(L.d2, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
-                 A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
-    layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d2, A.a, lp.ln_attn.w, A.mean1,
+    // d ffn_in = d f (the residual path) + the FFN's input gradient, added onto d1 in place
+    // (the FFN reads its output gradient, d1 itself without dropout, before writing).
+    ffn.backward(L.d1, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.ffn_in16,
+                 R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
+    layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d1, A.a, lp.ln_attn.w, A.mean1,
                        A.rstd1, R, D, GradInto::overwrite);  // d a
     attention_branch_backward(c, lp, A, l, x_in, L.dres,
                               dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),

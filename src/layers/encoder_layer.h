@@ -48,9 +48,9 @@ struct LayerAct {
   int32_t *argk = nullptr, *argv = nullptr;        // max-pool choices [B,K,D]
   float* rows_live = nullptr;                      // Linformer: 1/0 per projected row [B,K]
   const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
-  float* probs = nullptr;                          // [B,H,N,Lk] (training only)
-  float* ctx = nullptr;                            // [R,D]
-  float* a = nullptr;                              // x + attention branch [R,D]
+  float* probs = nullptr;           // [B,H,N,Lk] (training only)
+  float* ctx = nullptr;             // [R,D]
+  float* a = nullptr;               // x + attention branch [R,D]
   float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
   float* ffn_in = nullptr;                                                       // [R,D]
   float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F] (f32 FFN products)
@@ -131,7 +131,7 @@ struct LayerContext {
   // dropout masks are those of the global batch, element (first + b, t, c) of a [R, D]
   // activation being mask element ((first + b) * N + t) * D + c.
   int64_t first = 0;
-  GradMap grad;       // training only
+  GradMap grad;  // training only
   // Precision of the products on unpacked operands: every product of training, and the
   // attention products and sequence projections of inference (the linear maps of inference
   // use the packed weights in their own compute type).
@@ -143,7 +143,7 @@ struct LayerContext {
   int64_t proj_rows(const LayerParams& lp) const { return projected_rows(*cfg, lp.K, N); }
   // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
   const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
-  float scale() const;  // 1 / sqrt(d_head)
+  float scale() const;                                             // 1 / sqrt(d_head)
   int64_t first_elem() const { return first * N * cfg->d_model; }  // of [R, D] dropout masks
   // Shape checks at layer entry (LF_DCHECK): a complete context, 0 < N <= max_len, the layer's
   // projected length, the input; `what` names the caller in the message.
@@ -151,8 +151,11 @@ struct LayerContext {
 };
 
 // Training (or train-layout) forward of layer l: x_out from x_in, activations kept in A.
+// bf16 training, post-norm: x_in16 is x_in already rounded to bf16 (or null: rounded here into
+// A.in16), and x_out16 (or null) receives x_out rounded, from the output LayerNorm's pass.
 void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                   const float* x_in, float* x_out);
+                   const float* x_in, float* x_out, const uint16_t* x_in16 = nullptr,
+                   uint16_t* x_out16 = nullptr);
 // Backward of layer l: c.lay->dres holds d(x_out) on entry and d(x_in) on exit.
 void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                     const float* x_in);

@@ -12,7 +12,8 @@ void FeedForward::forward(float* y, const float* x, const uint16_t* x16, int64_t
                           const FfnActs& a) const {
   const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
   if (a.h16) {  // every product in bf16, on the packed weights
-    LF_DCHECK(x16 && a.g16 && w16(inter).forward, "FeedForward: bf16 activations without bf16 operands");
+    LF_DCHECK(x16 && a.g16 && w16(inter).forward,
+              "FeedForward: bf16 activations without bf16 operands");
     w16(inter).forward->apply_bf16(a.h16, x16, R, inter.b);
     gelu_forward_bf16(a.g16, a.h16, R * F);
     linear_forward(y, nullptr, out.w, out.b, second, t, w16(out), a.g16);

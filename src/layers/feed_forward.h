@@ -33,7 +33,8 @@ struct FeedForward {
   // x rounded to bfloat16).
   void forward(float* y, const float* x, const uint16_t* x16, int64_t R, const FfnActs& a) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
-  // through grad. x, x16, a: as in forward.
+  // through grad. x, x16, a: as in forward. dy may alias dx: it is read in full before dx is
+  // written.
   void backward(float* dx, const float* dy, const float* x, const uint16_t* x16, int64_t R,
                 const FfnActs& a, const FfnScratch& s, const GradMap& grad,
                 GradInto into = GradInto::add) const;

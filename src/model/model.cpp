@@ -253,9 +253,12 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   layernorm_forward(xs[0], emb_mean, emb_rstd, emb, emb_ln.w, emb_ln.b, R, D, cfg.layer_norm_eps);
   dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb), first * N * D);
   const LayerContext c = layer_context();
+  const bool post = cfg.norm == NormPlacement::post;
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    if (train)
-      layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1]);
+    if (train)  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
+      layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1],
+                    post && l > 0 ? acts[l].in16 : nullptr,
+                    post && l + 1 < cfg.n_layers ? acts[l + 1].in16 : nullptr);
     else
       layer_forward_infer(c, layers[l], acts[l], xs[l], xs[l + 1]);
     // Both plans still hold x[l] (inference alternates two buffers) and LN_attn(x[l]).
