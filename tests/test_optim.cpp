@@ -183,5 +183,36 @@ TEST(AdamW, ClipGradNormScalesToMaxAndReturnsPreClipNorm) {
   EXPECT_EQ(grads(), g0);
 }
 
+// Clipping inside AdamW's pass (training's form: AdamW::step(lr, clip_scale(grad_norm))) gives
+// bitwise the weights and moments of clipping the gradients first and then stepping, over
+// three steps with the clip active (norm above the limit) and one with it inactive.
+TEST(AdamW, ClipScaleEqualsClippingFirst) {
+  Config c = test::tiny_config();
+  Model a(c), b(c);
+  a.init(7);
+  b.init(7);
+  OptimOptions o;
+  o.weight_decay = 0.01f;
+  AdamW oa(a, o), ob(b, o);
+  const size_t n = a.params().back().offset + a.params().back().numel;
+  for (int step = 0; step < 4; ++step) {
+    const float scale = step == 3 ? 0.01f : 3.f;  // the last step's norm is below the limit
+    for (Model* m : {&a, &b})
+      for (size_t i = 0; i < n; ++i) m->grad_data()[i] = scale * rng_normal(11, step, i);
+    const float max_norm = 1.f;
+    const double na = clip_grad_norm(a, max_norm);
+    oa.step(1e-2f);
+    const double nb = grad_norm(b);
+    EXPECT_EQ(na, nb);
+    EXPECT_EQ(clip_scale(nb, max_norm) == 1.f, step == 3);
+    ob.step(1e-2f, clip_scale(nb, max_norm));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(a.param_data()[i], b.param_data()[i]) << "step " << step << " element " << i;
+      ASSERT_EQ(oa.m_data()[i], ob.m_data()[i]) << i;
+      ASSERT_EQ(oa.v_data()[i], ob.v_data()[i]) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lf

@@ -106,8 +106,7 @@ TrainBenchResult time_training(const Config& cfg, int64_t n, const TrainBenchOpt
     int64_t masked = 0;
     const double loss = model.mlm_loss(batch.labels.data(), true, 1.f, &masked);
     model.backward();
-    clip_grad_norm(model, oo.clip_norm);
-    adam.step(lr_at(oo, step));
+    adam.step(lr_at(oo, step), clip_scale(grad_norm(model), oo.clip_norm));
     const double dt = now_seconds() - t0;
     profile::set_enabled(false);
     res.final_loss = masked ? loss / static_cast<double>(masked) : 0.0;

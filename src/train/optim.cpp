@@ -64,9 +64,9 @@ void for_param_elements(const std::vector<ParamInfo>& params, const F& f) {
 
 }  // namespace
 
-double clip_grad_norm(Model& m, float max_norm) {
+double grad_norm(Model& m) {
   PhaseScope ps(Phase::optimizer);
-  float* g = m.grad_data();
+  const float* g = m.grad_data();
   std::vector<double> part(num_threads(), 0.0);
   for_param_elements(m.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
     const float* gp = g + p.offset;
@@ -77,9 +77,19 @@ double clip_grad_norm(Model& m, float max_norm) {
   });
   double sq = 0.0;
   for (double v : part) sq += v;
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0.f && norm > max_norm) {
-    const float s = static_cast<float>(max_norm / (norm + 1e-6));
+  return std::sqrt(sq);
+}
+
+float clip_scale(double norm, float max_norm) {
+  return max_norm > 0.f && norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
+}
+
+double clip_grad_norm(Model& m, float max_norm) {
+  const double norm = grad_norm(m);
+  const float s = clip_scale(norm, max_norm);
+  if (s != 1.f) {
+    PhaseScope ps(Phase::optimizer);
+    float* g = m.grad_data();
     for_param_elements(m.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
       float* gp = g + p.offset;
 #pragma omp simd
@@ -98,7 +108,7 @@ AdamW::AdamW(Model& m, const OptimOptions& o) : model_(m), o_(o) {
   v_.zero();
 }
 
-void AdamW::step(float lr) {
+void AdamW::step(float lr, float grad_scale) {
   PhaseScope ps(Phase::optimizer);
   ++t_;
   const float b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps;
@@ -117,8 +127,9 @@ void AdamW::step(float lr) {
     float* vp = v_.data() + p.offset;
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) {
-      mp[i] = b1 * mp[i] + (1.f - b1) * gp[i];
-      vp[i] = b2 * vp[i] + (1.f - b2) * gp[i] * gp[i];
+      const float gi = gp[i] * grad_scale;  // rounded as clip_grad_norm would store it
+      mp[i] = b1 * mp[i] + (1.f - b1) * gi;
+      vp[i] = b2 * vp[i] + (1.f - b2) * gi * gi;
       const float mh = mp[i] / bc1, vh = vp[i] / bc2;
       wp[i] -= plr * (mh / (std::sqrt(vh) + eps) + wd * wp[i]);
     }

@@ -87,10 +87,10 @@ LoopResult TrainLoop::run(TrainTask& task) {
     window_.tokens += counts.tokens;
     window_.examples += counts.examples;
     window_.correct += counts.correct;
-    const double gnorm = clip_grad_norm(model_, oo.clip_norm);
+    const double gnorm = grad_norm(model_);
     check_step_finite(o_.cmd, step_loss, gnorm, step + 1, o_.run_dir);
     const float lr = lr_at(oo, step);
-    adam_.step(lr);
+    adam_.step(lr, clip_scale(gnorm, oo.clip_norm));  // clipping applied in AdamW's pass
     window_.add_step(step_loss, st.seconds());
     const int64_t done = step + 1;
     res.steps_done = done;
