@@ -108,6 +108,26 @@ void weight_gradient_forms(engine& eng, stream& s, int64_t IN, int64_t OUT, bool
                20),
            pd.impl_info_str());
   }
+  // The same product with other operand layouts: dY^T as a row-major copy [OUT, rows] (a
+  // transposed copy made when dY is rounded), X read transposed, or both.
+  for (auto ab : {std::pair<tag, tag>{tag::ab, tag::ab}, {tag::ba, tag::ba}, {tag::ab, tag::ba}}) {
+    const memory::desc a({OUT, kRows}, dt::bf16, ab.first), b({kRows, IN}, dt::bf16, ab.second),
+        c({OUT, IN}, dt::f32, tag::ab);
+    const matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
+    const matmul mm(pd);
+    memory am(a, eng, DY.data()), bm(b, eng, X.data()), cm(c, eng, DW.data());
+    const char* form = ab.first == tag::ab ? (ab.second == tag::ab ? "matmul, dY^T copy, X:"
+                                                                   : "matmul, dY^T copy, X^T copy:")
+                                           : "matmul dY^T X^T-stored:";
+    report(form,
+           best_seconds(
+               [&] {
+                 mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+                 s.wait();
+               },
+               20),
+           pd.impl_info_str());
+  }
   {  // inner product backward weights (the bias gradient comes with it)
     const memory::desc src({kRows, IN}, dt::bf16, tag::nc), ddst({kRows, OUT}, dt::bf16, tag::nc),
         db({OUT}, dt::f32, tag::x), w16({OUT, IN}, dt::bf16, tag::any);

@@ -15,13 +15,13 @@ namespace lf {
 enum class Init { normal, zeros, ones, proj_normal, proj_mean, conv_mean };
 
 struct ParamInfo {
-  std::string name;            // Hugging Face RoBERTa name (see docs/checkpoint.md)
+  std::string name;  // Hugging Face RoBERTa name (see docs/checkpoint.md)
   std::vector<int64_t> shape;
-  size_t offset = 0;           // into the flat parameter buffer, in floats
+  size_t offset = 0;  // into the flat parameter buffer, in floats
   size_t numel = 0;
   Init init = Init::normal;
-  bool decay = true;           // false for biases and LayerNorm parameters
-  bool projection = false;     // a Linformer projection (E/F or conv kernel): its own lr scale
+  bool decay = true;        // false for biases and LayerNorm parameters
+  bool projection = false;  // a Linformer projection (E/F or conv kernel): its own lr scale
   // Where the next tensor may start: every tensor is 64-byte aligned in the flat buffer.
   size_t padded_end() const { return offset + (numel + 15) / 16 * 16; }
 };
@@ -156,6 +156,14 @@ class Model {
   // accumulation, f32 master weights and gradients.
   void set_train_compute_type(ComputeType t);
   ComputeType train_compute_type() const;
+  // bf16 training: the parameters' bfloat16 copy (same layout as param_data()), for an
+  // optimiser that writes it in the same pass as the parameters (AdamW); null when training
+  // is not bf16. After writing every element (round to nearest even), call
+  // bf16_params_written(): the next training forward then packs the weights for its products
+  // without rounding the parameters again. Any later change of the parameters makes the copy
+  // stale again (as for the packed copies above).
+  uint16_t* bf16_params();
+  void bf16_params_written();
 
   // How inference (train = false) computes standard attention; all three give the same
   // function (to float rounding), training is unaffected, Linformer attention ignores it.

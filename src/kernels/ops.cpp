@@ -109,6 +109,11 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     g16 = round_output_gradient(dout16.data(), db, dout, rows, out_f);
     db = nullptr;
   }
+  // The weight gradient first, while the output gradient just rounded is still in cache (its
+  // reduction over the rows suffers most from operands read from memory).
+  if (dW)
+    gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
+         Bf16Inputs{g16, inp16});
   if (dinp && W16.backward && gemm_runs_bf16(prec, rows, in, out_f))
     W16.backward->apply(
         dinp, dout, rows, nullptr,
@@ -117,9 +122,6 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   else if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
          into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16.plain});
-  if (dW)
-    gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
-         Bf16Inputs{g16, inp16});
   if (db) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {

@@ -124,6 +124,11 @@ void Model::Impl::ensure_packed() {
 // Parameters may have changed: drop the packed copies (repacked when next needed).
 void Model::Impl::weights_changed() {
   params16_current = false;
+  train_packs_current = false;
+  drop_packed();
+}
+
+void Model::Impl::drop_packed() {
   if (!packed_current) return;
   for_each_encoder_linear(layers, cfg,
                           [](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
@@ -145,13 +150,16 @@ size_t Model::Impl::input_copy_bytes() const {
 
 Bf16Map Model::Impl::bf16_map() {
   if (train_compute != ComputeType::bf16) return {};
-  if (!params16_current) {
+  if (!params16_current) {  // unless the optimiser wrote the copy (bf16_params_written)
     params16.resize(params.size());
     round_bf16(params16.data(), params.data(), static_cast<int64_t>(params.size()));
+    params16_current = true;
+  }
+  if (!train_packs_current) {
     // The weights of the linear maps also packed for their products, into last step's storage.
     PhaseScope ps(Phase::matmul);  // weight conversion for the products, as the rounding is
     for_each_encoder_linear(layers, cfg, pack_for_training);
-    params16_current = true;
+    train_packs_current = true;
     head16_current = false;
   }
   return {params.data(), params16.data()};
@@ -237,7 +245,9 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   }
   have_grad_batch = train;
   if (train) {
-    weights_changed();  // a training step follows: packed copies would go stale
+    // A training step follows: the inference copies would go stale. (The bf16 training copies
+    // follow every change of the weights through weights_changed().)
+    drop_packed();
     gbase();
     zero(dhid, R * cfg.d_model);
   } else {
@@ -320,6 +330,17 @@ float* Model::param(const std::string& name) {
   return impl_->P(name);
 }
 void Model::weights_changed() { impl_->weights_changed(); }
+uint16_t* Model::bf16_params() {
+  if (impl_->train_compute != ComputeType::bf16) return nullptr;
+  impl_->params16.resize(impl_->params.size());
+  return impl_->params16.data();
+}
+void Model::bf16_params_written() {
+  LF_CHECK(
+      impl_->train_compute == ComputeType::bf16 && impl_->params16.size() == impl_->params.size(),
+      "bf16_params_written: no bf16 copy (bf16 training only, after bf16_params())");
+  impl_->params16_current = true;
+}
 float* Model::grad(const std::string& name) { return impl_->grad_of(impl_->P(name)); }
 void Model::init(uint64_t seed) {
   impl_->weights_changed();

@@ -75,6 +75,7 @@ struct Model::Impl : Layout {
   // The encoder's linear maps are also packed for their products (Linear::train_fwd/bwd).
   Buffer<uint16_t> params16;
   bool params16_current = false;
+  bool train_packs_current = false;  // Linear::train_fwd/bwd made from the current weights
   Bf16Map bf16_map();
   // The MLM head's weights packed likewise, when the head runs (not while finetuning a
   // classifier): its dense map, and the tied output map Word^T in word_fwd16.
@@ -107,6 +108,7 @@ struct Model::Impl : Layout {
   // Packing lifecycle of the inference weights (model.cpp).
   void ensure_packed();
   void weights_changed();
+  void drop_packed();  // the inference copies of the weights (Linear::packed)
   size_t packed_bytes() const;
   // Per-thread bf16 copies of product inputs the packed linear maps hold (upper bound).
   size_t input_copy_bytes() const;

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "core/limits.h"
 #include "core/parallel.h"
 #include "core/profile.h"
 #include "io/json_read.h"
+#include "kernels/vec_math.h"
 
 namespace lf {
 
@@ -50,7 +50,8 @@ template <typename F>
 void for_param_elements(const std::vector<ParamInfo>& params, const F& f) {
   std::vector<int64_t> end(params.size());  // cumulative element counts
   int64_t total = 0;
-  for (size_t i = 0; i < params.size(); ++i) end[i] = total += static_cast<int64_t>(params[i].numel);
+  for (size_t i = 0; i < params.size(); ++i)
+    end[i] = total += static_cast<int64_t>(params[i].numel);
   parallel_for(0, total, 1 << 15, [&](int64_t a, int64_t b) {
     size_t i = std::upper_bound(end.begin(), end.end(), a) - end.begin();
     for (; i < params.size() && a < b; ++i) {
@@ -116,24 +117,35 @@ void AdamW::step(float lr, float grad_scale) {
   const float bc2 = 1.f - std::pow(b2, static_cast<float>(t_));
   float* w = model_.param_data();
   const float* g = model_.grad_data();
+  // bf16 training: the weights' bf16 copy is written in the same pass (the next forward would
+  // otherwise read every weight again to round it).
+  uint16_t* w16 = model_.bf16_params();
   for_param_elements(model_.params(), [&](const ParamInfo& p, int64_t i0, int64_t i1) {
-    if (p.projection && o_.projection_lr_scale == 0.f) return;  // frozen: weights and moments
-                                                               // untouched
+    if (p.projection && o_.projection_lr_scale == 0.f) {  // frozen: weights and moments
+      if (w16) vm::to_bf16_n(w16 + p.offset + i0, w + p.offset + i0, i1 - i0);  // untouched
+      return;
+    }
     const float wd = p.decay ? o_.weight_decay : 0.f;
     const float plr = p.projection ? lr * o_.projection_lr_scale : lr;
     float* wp = w + p.offset;
     const float* gp = g + p.offset;
     float* mp = m_.data() + p.offset;
     float* vp = v_.data() + p.offset;
+    constexpr int64_t kBlock = 4096;  // the bf16 copy rounds each block while it is in cache
+    for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+      const int64_t b1e = std::min(i1, b0 + kBlock);
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) {
-      const float gi = gp[i] * grad_scale;  // rounded as clip_grad_norm would store it
-      mp[i] = b1 * mp[i] + (1.f - b1) * gi;
-      vp[i] = b2 * vp[i] + (1.f - b2) * gi * gi;
-      const float mh = mp[i] / bc1, vh = vp[i] / bc2;
-      wp[i] -= plr * (mh / (std::sqrt(vh) + eps) + wd * wp[i]);
+      for (int64_t i = b0; i < b1e; ++i) {
+        const float gi = gp[i] * grad_scale;  // rounded as clip_grad_norm would store it
+        mp[i] = b1 * mp[i] + (1.f - b1) * gi;
+        vp[i] = b2 * vp[i] + (1.f - b2) * gi * gi;
+        const float mh = mp[i] / bc1, vh = vp[i] / bc2;
+        wp[i] -= plr * (mh / (std::sqrt(vh) + eps) + wd * wp[i]);
+      }
+      if (w16) vm::to_bf16_n(w16 + p.offset + b0, wp + b0, b1e - b0);
     }
   });
+  if (w16) model_.bf16_params_written();
 }
 
 }  // namespace lf
