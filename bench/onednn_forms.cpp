@@ -8,7 +8,7 @@
 //    or a bf16 output, each followed by a pass that reads the output, over 8 rotating buffers
 //    (as the step's layers do, so that outputs do not stay in cache).
 // 2. The weight gradient dW[OUT,IN] = dY^T X of a linear map over 4096 rows: the matmul with dY
-//    read transposed (the engine's form), the inner-product backward-weights primitive (with
+//    read transposed (the engine's form) and with transposed copies of its operands, the inner-product backward-weights primitive (with
 //    the row-major and with its preferred weight layout, bias gradient included), and, with
 //    --transposed-dst, dW^T = X^T dY written through a transposed destination.
 #include <algorithm>
@@ -93,33 +93,23 @@ void weight_gradient_forms(engine& eng, stream& s, int64_t IN, int64_t OUT, bool
                 static_cast<long long>(OUT), static_cast<long long>(IN),
                 static_cast<long long>(kRows), form, t * 1e3, flops / t / 1e9, impl);
   };
-  {  // the engine's form: dY read transposed (stored [rows, OUT], used as [OUT, rows])
-    const memory::desc a({OUT, kRows}, dt::bf16, tag::ba), b({kRows, IN}, dt::bf16, tag::ab),
-        c({OUT, IN}, dt::f32, tag::ab);
-    const matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
-    const matmul mm(pd);
-    memory am(a, eng, DY.data()), bm(b, eng, X.data()), cm(c, eng, DW.data());
-    report("matmul dY^T X:",
-           best_seconds(
-               [&] {
-                 mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-                 s.wait();
-               },
-               20),
-           pd.impl_info_str());
-  }
-  // The same product with other operand layouts: dY^T as a row-major copy [OUT, rows] (a
+  // The matmul with the operands stored as the engine stores them (dY [rows, OUT] read as
+  // dY^T, X [rows, IN]), and with other layouts: dY^T as a row-major copy [OUT, rows] (a
   // transposed copy made when dY is rounded), X read transposed, or both.
-  for (auto ab : {std::pair<tag, tag>{tag::ab, tag::ab}, {tag::ba, tag::ba}, {tag::ab, tag::ba}}) {
-    const memory::desc a({OUT, kRows}, dt::bf16, ab.first), b({kRows, IN}, dt::bf16, ab.second),
+  const struct {
+    tag a, b;
+    const char* form;
+  } layouts[] = {{tag::ba, tag::ab, "matmul dY^T X:"},
+                 {tag::ab, tag::ab, "matmul, dY^T copy, X:"},
+                 {tag::ba, tag::ba, "matmul dY^T X^T-stored:"},
+                 {tag::ab, tag::ba, "matmul, dY^T copy, X^T copy:"}};
+  for (const auto& l : layouts) {
+    const memory::desc a({OUT, kRows}, dt::bf16, l.a), b({kRows, IN}, dt::bf16, l.b),
         c({OUT, IN}, dt::f32, tag::ab);
     const matmul::primitive_desc pd(matmul::desc(a, b, c), eng);
     const matmul mm(pd);
     memory am(a, eng, DY.data()), bm(b, eng, X.data()), cm(c, eng, DW.data());
-    const char* form = ab.first == tag::ab ? (ab.second == tag::ab ? "matmul, dY^T copy, X:"
-                                                                   : "matmul, dY^T copy, X^T copy:")
-                                           : "matmul dY^T X^T-stored:";
-    report(form,
+    report(l.form,
            best_seconds(
                [&] {
                  mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
