@@ -7,6 +7,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "layers/attention.h"
 #include "linformer/model.h"
 #include "test_util.h"
 #include "train/optim.h"
@@ -131,6 +132,53 @@ TEST(GeluBf16, BackwardRoundsAndSumsColumns) {
   }
 }
 
+// bf16 attention keeps the probabilities that multiply V (after dropout) in bf16 from forward
+// for backward's dV product: with and without that copy, forward and backward agree bitwise
+// (the same values rounded the same way), with and without dropout, in a shape large enough
+// for the attention products to run in bf16; the copy holds the dropped-out probabilities.
+TEST(Bf16Attention, KeptProbabilityCopyChangesNothing) {
+  const AttnDims d{/*B=*/2, /*N=*/128, /*Lk=*/64, /*D=*/128, /*H=*/4, /*Dh=*/32};
+  ASSERT_TRUE(gemm_batched_runs_bf16(ComputeType::bf16, d.B, d.H, d.N, d.Dh, d.Lk));
+  const auto q = test::random_vec(d.B * d.N * d.D, 61), k = test::random_vec(d.B * d.Lk * d.D, 62),
+             v = test::random_vec(d.B * d.Lk * d.D, 63),
+             dctx = test::random_vec(d.B * d.N * d.D, 64);
+  const int64_t np = d.B * d.H * d.N * d.Lk;
+  for (float p : {0.f, 0.25f}) {
+    std::vector<float> ctx[2], dq[2], dk[2], dv[2];
+    std::vector<uint16_t> p16(np, 0);
+    for (int with : {0, 1}) {
+      std::vector<float> probs(np), scratch(attention_scratch_floats(d));
+      ctx[with].assign(d.B * d.N * d.D, 0.f);
+      dq[with].assign(d.B * d.N * d.D, 0.f);
+      dk[with].assign(d.B * d.Lk * d.D, 0.f);
+      dv[with].assign(d.B * d.Lk * d.D, 0.f);
+      uint16_t* c16 = with ? p16.data() : nullptr;
+      attention_forward(ctx[with].data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d,
+                        0.25f, p, 7, 3, scratch.data(), ComputeType::bf16, 0, c16);
+      attention_backward(dq[with].data(), dk[with].data(), dv[with].data(), dctx.data(),
+                         probs.data(), q.data(), k.data(), v.data(), d, 0.25f, p, 7, 3,
+                         scratch.data(), ComputeType::bf16, 0, GradInto::overwrite, c16);
+      if (!with) continue;
+      // The copy is the probabilities rounded, zero exactly where dropout dropped them.
+      int64_t zeros = 0;
+      for (int64_t i = 0; i < np; ++i) {
+        if (p16[i] == 0)
+          ++zeros;
+        else
+          ASSERT_LE(std::abs(widen(p16[i]) - probs[i] / (1.f - p)), probs[i] / 64) << i;
+      }
+      if (p > 0.f)
+        EXPECT_NEAR(double(zeros) / np, p, 0.02);
+      else
+        EXPECT_EQ(zeros, 0);
+    }
+    EXPECT_EQ(ctx[0], ctx[1]) << "dropout " << p;
+    EXPECT_EQ(dq[0], dq[1]) << "dropout " << p;
+    EXPECT_EQ(dk[0], dk[1]) << "dropout " << p;
+    EXPECT_EQ(dv[0], dv[1]) << "dropout " << p;
+  }
+}
+
 // A bias row (the linear maps' epilogue in bf16, a copy under sgemm) against gemm_naive plus
 // the bias, in both precisions; C's padding stays untouched.
 TEST(GemmBias, AddedToEveryRow) {
@@ -247,6 +295,7 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     Projection proj;
     Sharing sharing;
     NormPlacement norm;
+    float dropout = 0.f;  // and attention dropout: the same masks in both precisions
   };
   const Variant variants[] = {
       {AttentionKind::linformer, Projection::linear, Sharing::layerwise, NormPlacement::post},
@@ -254,6 +303,8 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
       {AttentionKind::linformer, Projection::max_pool, Sharing::layerwise, NormPlacement::post},
       {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::post},
       {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::pre},
+      {AttentionKind::linformer, Projection::linear, Sharing::layerwise, NormPlacement::post, 0.1f},
+      {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::pre, 0.1f},
   };
   for (const Variant& v : variants) {
     Config c = bf16_config();
@@ -261,13 +312,15 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     c.projection = v.proj;
     c.sharing = v.sharing;
     c.norm = v.norm;
+    c.dropout = c.attention_dropout = v.dropout;
     Model m(c);
     m.init(5);
     std::vector<float> g32, g16;
     const double l32 = bf16_test_step(m, ComputeType::f32, &g32);
     const double l16 = bf16_test_step(m, ComputeType::bf16, &g16);
     const std::string what = std::string(to_string(v.kind)) + " " + to_string(v.proj) + " " +
-                             to_string(v.sharing) + " " + to_string(v.norm);
+                             to_string(v.sharing) + " " + to_string(v.norm) + " dropout " +
+                             std::to_string(v.dropout);
     EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
     EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
     expect_close_per_tensor(m, g16, g32, what);

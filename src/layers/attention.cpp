@@ -106,24 +106,35 @@ namespace {
 void attention_forward_batched(float* ctx, float* probs, const float* q, const float* kk,
                                const float* vv, const float* key_mask, const AttnDims& d,
                                float scale, float p_drop, uint64_t seed, uint64_t stream,
-                               float* scratch, ComputeType prec, int64_t first_b) {
+                               float* scratch, ComputeType prec, int64_t first_b,
+                               uint16_t* probs16) {
   const int64_t tile = d.N * d.Lk;
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
     float* P = probs + (k.b0 * d.H + k.h0) * tile;
     gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q + qo, rows_layout(d, d.N),
                  kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d));
+    const bool drop = p_drop > 0.f;
+    // bf16: the tile that multiplies V rounded while it is in cache, kept for backward.
+    uint16_t* P16 =
+        probs16 && gemm_batched_runs_bf16(prec, k.nb, k.nh, d.N, d.Dh, d.Lk) ? probs16 : nullptr;
     parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
         float* Pi = probs + (b * d.H + h) * tile;
         softmax_tile(Pi, d, b, scale, key_mask);
-        if (p_drop > 0.f)
+        if (drop)
           dropout_forward(scratch + i * tile, Pi, tile, p_drop, seed,
                           rng_stream(stream, (first_b + b) * d.H + h));
+        if (P16) vm::to_bf16_n(P16 + (b * d.H + h) * tile, drop ? scratch + i * tile : Pi, tile);
       }
     });
-    const bool drop = p_drop > 0.f;
+    if (P16) {
+      gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, P, probs_layout(d),
+                   vv + ko, rows_layout(d, d.Lk), 0.f, ctx + qo, rows_layout(d, d.N),
+                   Bf16Inputs{P16 + (k.b0 * d.H + k.h0) * tile, nullptr});
+      return;
+    }
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, drop ? scratch : P,
                  drop ? block_layout(d, k) : probs_layout(d), vv + ko, rows_layout(d, d.Lk), 0.f,
                  ctx + qo, rows_layout(d, d.N));
@@ -135,7 +146,7 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
-                       int64_t first_b) {
+                       int64_t first_b, uint16_t* probs16) {
   check(d, "attention_forward");
   LF_DCHECK(ctx && q && kk && vv, "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
@@ -143,7 +154,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
   PhaseScope ps(Phase::attention);
   if (probs) {
     attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,
-                              scratch, prec, first_b);
+                              scratch, prec, first_b, probs16);
     return;
   }
   // Inference: one (sequence, head) at a time per thread, its scores in the thread's scratch.
@@ -170,7 +181,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType prec, int64_t first_b, GradInto into) {
+                        ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16) {
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
             "attention_backward: null pointer");
@@ -178,8 +189,8 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
   const int64_t tile = d.N * d.Lk;
   const float beta = into == GradInto::add ? 1.f : 0.f;
   const bool drop = p_drop > 0.f;
-  float* dP = scratch;                           // the block's probability gradients
-  float* Pd = scratch + block_tiles(d) * tile;   // its dropped-out probabilities
+  float* dP = scratch;                          // the block's probability gradients
+  float* Pd = scratch + block_tiles(d) * tile;  // its dropped-out probabilities
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
     const float* P = probs + (k.b0 * d.H + k.h0) * tile;
@@ -188,7 +199,11 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     auto stream_of = [&](int64_t i) {
       return rng_stream(stream, (first_b + k.b0 + i / k.nh) * d.H + k.h0 + i % k.nh);
     };
-    if (drop)
+    // dctx and dP are operands of two products each: in bf16 each is rounded once. The
+    // probabilities that multiplied V come rounded (and dropped out) from forward.
+    const bool bf16 = gemm_batched_runs_bf16(prec, k.nb, k.nh, d.N, d.Lk, d.Dh);
+    const uint16_t* P16 = bf16 && probs16 ? probs16 + (k.b0 * d.H + k.h0) * tile : nullptr;
+    if (drop && !P16)
       parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
@@ -196,16 +211,14 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                           stream_of(i));
         }
       });
-    // dctx and dP are operands of two products each: in bf16 each is rounded once.
-    const bool bf16 = gemm_batched_runs_bf16(prec, k.nb, k.nh, d.N, d.Lk, d.Dh);
     thread_local Buffer<uint16_t> dctx_buf, dp_buf;
     const uint16_t* dctx16 =
         bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx + qo) : nullptr;
     gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, q_l, vv + ko, k_l,
                  0.f, dP, blk, Bf16Inputs{dctx16, nullptr});
-    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop ? Pd : P,
-                 drop ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l,
-                 Bf16Inputs{nullptr, dctx16});
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop && !P16 ? Pd : P,
+                 drop && !P16 ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l,
+                 Bf16Inputs{P16, dctx16});
     parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
@@ -216,8 +229,8 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     });
     const uint16_t* dp16 =
         bf16 ? round_batch_bf16(dp_buf, k.nb, k.nh, d.N, d.Lk, blk, dP) : nullptr;
-    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l,
-                 beta, dq + qo, q_l, Bf16Inputs{dp16, nullptr});
+    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l, beta,
+                 dq + qo, q_l, Bf16Inputs{dp16, nullptr});
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q + qo, q_l, beta,
                  dkk + ko, k_l, Bf16Inputs{dp16, nullptr});
   });
@@ -424,8 +437,8 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
       }
     });
   }
-  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx},
-               0.f, out, BatchLayout{K * ldo, 0, ldo});
+  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx}, 0.f,
+               out, BatchLayout{K * ldo, 0, ldo});
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
@@ -445,8 +458,8 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
                                : nullptr;
   if (dx)
     gemm_batched(prec, B, 1, true, false, N, C, K, 1.f, mask ? Ebm : E,
-                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx,
-                 lx, Bf16Inputs{nullptr, dout16});
+                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx, lx,
+                 Bf16Inputs{nullptr, dout16});
   if (!dE) return;
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
   gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,

@@ -50,7 +50,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first, GradInto::overwrite);
+                     c.precision, c.first, GradInto::overwrite, A.probs16);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
                   c.w16(lp.q), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
@@ -123,7 +123,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
-                    c.first);
+                    c.first, c.train ? A.probs16 : nullptr);
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao),
                  c.round16(A.ctx16, A.ctx, R, D));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());

@@ -49,6 +49,7 @@ struct LayerAct {
   float* rows_live = nullptr;                      // Linformer: 1/0 per projected row [B,K]
   const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
   float* probs = nullptr;           // [B,H,N,Lk] (training only)
+  uint16_t* probs16 = nullptr;      // bf16 training: the probabilities that multiply V, in bf16
   float* ctx = nullptr;             // [R,D]
   float* a = nullptr;               // x + attention branch [R,D]
   float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
