@@ -96,11 +96,15 @@ void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
     double max_abs = 0;
     for (size_t i : pick(p.numel, per_tensor, p.offset + 3)) {
       const float x0 = w[i], xp = x0 + h, xm = x0 - h;
+      // Each write announced: training packs the linear maps' weights for its products.
       w[i] = xp;
+      m.weights_changed();
       const double lp = model_loss(m, tb, dseed, false);
       w[i] = xm;
+      m.weights_changed();
       const double lm = model_loss(m, tb, dseed, false);
       w[i] = x0;
+      m.weights_changed();
       const double num = (lp - lm) / (double(xp) - double(xm));
       const double ana = grad[p.offset + i];
       max_abs = std::max(max_abs, std::abs(ana));

@@ -120,7 +120,7 @@ TEST(PackedLinear, WeightsAreCopiedAtPackTime) {
 // the same object (as bf16 training does after every step) gives the new product; a
 // pre-rounded input gives the same result as rounding inside, over more rows than one block.
 TEST(PackedLinear, TransposedRepackedAndPreRounded) {
-  const int64_t Wr = 72, Wc = 136, rows = PackedLinear::kMaxRowsRounded + 100;
+  const int64_t Wr = 72, Wc = 136, rows = PackedLinear::kMaxRowsDirect + 100;
   for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
     const bool bf16 = t == ComputeType::bf16;
     auto r = [&](std::vector<float> v) {
@@ -160,7 +160,7 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
 // a bias, over more rows than one block; the f32 input beside x16 is never read. f32
 // weights refuse a bf16 output.
 TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
-  const int64_t N = 72, K = 136, rows = PackedLinear::kMaxRowsRounded + 100;
+  const int64_t N = 72, K = 136, rows = PackedLinear::kMaxRowsDirect + 100;
   const auto W = test::random_vec(N * K, 51);
   const auto x = test::random_vec(rows * K, 52);
   const auto b = test::random_vec(N, 53);

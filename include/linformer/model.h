@@ -153,7 +153,10 @@ class Model {
   // training (forward, backward, heads) and, in inference, the attention products, sequence
   // projections and heads (its linear maps follow set_compute_type()). f32 by default;
   // `pretrain --bf16` sets bf16: inputs of large products rounded to bfloat16, f32
-  // accumulation, f32 master weights and gradients.
+  // accumulation, f32 master weights and gradients. In either precision a training forward
+  // packs the encoder's linear maps (and the MLM head's) for its products at its first call
+  // after the parameters change, as inference does: call weights_changed() after writing
+  // parameters through a pointer kept from earlier.
   void set_train_compute_type(ComputeType t);
   ComputeType train_compute_type() const;
   // bf16 training: the parameters' bfloat16 copy (same layout as param_data()), for an

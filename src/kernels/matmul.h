@@ -129,9 +129,9 @@ class PackedLinear {
   // Rows a single product handles at most (a power of two); calls run in blocks of this many
   // rows, then of decreasing powers of two, so that oneDNN sees few distinct shapes.
   static constexpr int64_t kMaxRows = 1024;
-  // The same with a pre-rounded input (x16, training), which needs no scratch copy: larger
+  // The same when the input needs no scratch copy (f32 weights, or a pre-rounded x16): larger
   // blocks run faster there (a bias epilogue on 1024-row blocks costs oneDNN ~25%).
-  static constexpr int64_t kMaxRowsRounded = 8192;
+  static constexpr int64_t kMaxRowsDirect = 8192;
   // Per-thread scratch bytes apply() may hold for inputs of in_features columns (bf16 copy
   // of the input block), beside oneDNN's own small scratchpad.
   static size_t scratch_bytes(int64_t in_features, ComputeType type);

@@ -197,7 +197,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   const dnnl::memory wm(im.wdesc, cpu_engine(), const_cast<uint8_t*>(im.weights.data()));
   // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
   // row counts ever reach oneDNN, so few primitives are built however the batches vary.
-  const int64_t max_rows = x16 ? kMaxRowsRounded : kMaxRows;
+  const int64_t max_rows = x16 || im.type == ComputeType::f32 ? kMaxRowsDirect : kMaxRows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M

@@ -22,18 +22,22 @@ constexpr int64_t kGrainElems = 1 << 14;
 int64_t row_grain(int64_t cols) {
   return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1));
 }
+// Whether the packed weight p serves a product that runs in bf16 (bf16) or in f32.
+bool packed_for(const PackedLinear* p, bool bf16) {
+  return p && (p->type() == ComputeType::bf16) == bf16;
+}
 }  // namespace
 
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType prec, const Bf16Weight& W16,
+                    const LinearDims& d, ComputeType prec, const TrainWeight& Wt,
                     const uint16_t* inp16) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   const bool bf16 = gemm_runs_bf16(prec, d.rows, d.out, d.in);
   LF_DCHECK(d.rows == 0 || (out && (inp || (bf16 && inp16)) && W),
             "linear_forward: null out, input or weight");
-  if (bf16 && W16.forward) {
-    W16.forward->apply(out, inp, d.rows, b, PackedLinear::Epilogue::store, inp16);
+  if (packed_for(Wt.forward, bf16)) {
+    Wt.forward->apply(out, inp, d.rows, b, PackedLinear::Epilogue::store, bf16 ? inp16 : nullptr);
     return;
   }
   // A bf16 product adds the bias in its epilogue; for sgemm out starts as the bias rows.
@@ -45,7 +49,7 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
     });
   }
   gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b && !fused ? 1.f : 0.f,
-       out, d.out, Bf16Inputs{inp16, W16.plain}, fused ? b : nullptr);
+       out, d.out, Bf16Inputs{inp16, Wt.plain}, fused ? b : nullptr);
 }
 
 namespace {
@@ -87,7 +91,7 @@ const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dou
 }
 
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec, const Bf16Weight& W16,
+                     const float* W, const LinearDims& d, ComputeType prec, const TrainWeight& Wt,
                      const uint16_t* inp16, GradInto into, const uint16_t* pre_rounded) {
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
@@ -114,14 +118,14 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   if (dW)
     gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
          Bf16Inputs{g16, inp16});
-  if (dinp && W16.backward && gemm_runs_bf16(prec, rows, in, out_f))
-    W16.backward->apply(
+  if (dinp && packed_for(Wt.backward, gemm_runs_bf16(prec, rows, in, out_f)))
+    Wt.backward->apply(
         dinp, dout, rows, nullptr,
         into == GradInto::add ? PackedLinear::Epilogue::accumulate : PackedLinear::Epilogue::store,
         g16);
   else if (dinp)
     gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
-         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, W16.plain});
+         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, Wt.plain});
   if (db) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {

@@ -24,33 +24,33 @@ struct LinearDims {
 };
 
 class PackedLinear;
-// A weight's bfloat16 forms for bf16 products (each may be null): its plain rounded copy
-// (same layout as W), and W packed for the forward product x W^T and for the input gradient
-// dY W (kernels/matmul.h). The packed forms run only for the products gemm_runs_bf16 sends
-// to bf16; the rest use the plain copy.
-struct Bf16Weight {
+// A weight's forms for training's products (each may be null): its plain bfloat16 copy (same
+// layout as W; bf16 training), and W packed for the forward product x W^T and for the input
+// gradient dY W (kernels/matmul.h), in f32 or bf16. A packed form runs a product only when
+// its type is the product's (gemm_runs_bf16 decides); other products use W or its plain copy.
+struct TrainWeight {
   const uint16_t* plain = nullptr;
   const PackedLinear* forward = nullptr;   // pack(W, out, in)
   const PackedLinear* backward = nullptr;  // pack_transposed(W, out, in)
-  Bf16Weight() = default;
-  Bf16Weight(const uint16_t* w16) : plain(w16) {}  // NOLINT: a plain copy alone converts
-  Bf16Weight(const uint16_t* w16, const PackedLinear* fwd, const PackedLinear* bwd)
+  TrainWeight() = default;
+  TrainWeight(const uint16_t* w16) : plain(w16) {}  // NOLINT: a plain copy alone converts
+  TrainWeight(const uint16_t* w16, const PackedLinear* fwd, const PackedLinear* bwd)
       : plain(w16), forward(fwd), backward(bwd) {}
 };
 
-// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). W16:
-// W's bf16 forms; inp16: inp already rounded to bfloat16 (dense), or null; used by bf16
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). Wt:
+// W's training forms; inp16: inp already rounded to bfloat16 (dense), or null; used by bf16
 // products only.
 void linear_forward(float* out, const float* inp, const float* W, const float* b,
                     const LinearDims& d, ComputeType t = ComputeType::f32,
-                    const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr);
+                    const TrainWeight& Wt = {}, const uint16_t* inp16 = nullptr);
 // dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
 // of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
 // pre_rounded: dout already rounded to bf16 (dense) with db already summed (db is then
 // ignored, and dout may be null); only when linear_backward_runs_bf16(t, d).
 void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
                      const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
-                     const Bf16Weight& W16 = {}, const uint16_t* inp16 = nullptr,
+                     const TrainWeight& Wt = {}, const uint16_t* inp16 = nullptr,
                      GradInto into = GradInto::add, const uint16_t* pre_rounded = nullptr);
 // Whether both gradient products of linear_backward run in bf16 (dout is then rounded once).
 bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);

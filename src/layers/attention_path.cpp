@@ -23,8 +23,8 @@ void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, 
                      const uint16_t* in16) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision, c.w16(lp.k), in16);
-  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision, c.w16(lp.v), in16);
+  linear_forward(A.k, in, lp.k.w, lp.k.b, kv, c.precision, c.wt(lp.k), in16);
+  linear_forward(A.v, in, lp.v.w, lp.v.b, kv, c.precision, c.wt(lp.v), in16);
 }
 
 void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in) {
@@ -39,9 +39,9 @@ void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float*
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
   linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision,
-                  c.w16(lp.k), in16);
+                  c.wt(lp.k), in16);
   linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision,
-                  c.w16(lp.v), in16);
+                  c.wt(lp.v), in16);
 }
 
 }  // namespace lf

@@ -126,9 +126,9 @@ class ProjectInputPath final : public LinformerPath {
     if (lp.slot_v != lp.slot_k)
       seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
-    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision, c.w16(lp.k));
+    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision, c.wt(lp.k));
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision, c.w16(lp.v));
+    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision, c.wt(lp.v));
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
     return saved(c, A);
@@ -148,8 +148,8 @@ class ProjectInputPath final : public LinformerPath {
       zero(L.demv, B * K);
     }
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};
-    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision, c.w16(lp.k));
-    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, kv, c.precision, c.w16(lp.v));
+    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision, c.wt(lp.k));
+    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, kv, c.precision, c.wt(lp.v));
     scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
     scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
     Projections& P = *c.proj;

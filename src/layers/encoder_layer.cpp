@@ -45,14 +45,14 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
   linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
-                  c.w16(lp.ao), A.ctx16, GradInto::overwrite);
+                  c.wt(lp.ao), A.ctx16, GradInto::overwrite);
   const AttnDims d = c.dims(lp);
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision, c.first, GradInto::overwrite, A.probs16);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
-                  c.w16(lp.q), A.in16, into);
+                  c.wt(lp.q), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
@@ -119,12 +119,12 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     in16 = x_in16 ? x_in16 : c.round16(A.in16, x_in, R, D);
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.w16(lp.q), in16);
+  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
                     c.first, c.train ? A.probs16 : nullptr);
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.w16(lp.ao),
+  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
                  c.round16(A.ctx16, A.ctx, R, D));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   residual_add(A.a, x_in, L.tmp, R * D);
@@ -138,7 +138,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
                       A.ffn_in16);
     ffn_base = A.a;
   }
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
@@ -159,7 +159,7 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const float p = cfg.dropout;
   const uint64_t s_attn = rng_stream(kAttnOut, l), s_ffn = rng_stream(kFfnOut, l);
   const int64_t f0 = c.first_elem();
-  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.w16};
+  const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,

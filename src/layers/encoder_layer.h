@@ -22,8 +22,8 @@ enum Site : uint64_t { kEmb = 1, kAttnProbs, kAttnOut, kFfnOut, kClsIn, kClsHidd
 struct Linear {
   float *w = nullptr, *b = nullptr;  // w [out, in], b [out]
   PackedLinear packed;               // inference copy of w in the compute type (when packed)
-  // bf16 training: w packed for the forward product and for the input gradient, re-packed
-  // into the same storage after every weight change.
+  // Training: w packed (in the training precision) for the forward product and for the input
+  // gradient, re-packed into the same storage after every weight change.
   PackedLinear train_fwd, train_bwd;
 };
 struct Norm {
@@ -94,19 +94,20 @@ struct GradMap {
   float* operator()(const float* p) const { return grads + (p - params); }
 };
 
-// Maps a parameter pointer to its bfloat16 copy (bf16 training rounds the whole parameter
-// buffer once per step), or to null when there is none.
-// The model makes params16 and packs the linear maps' train_fwd/train_bwd at the same time,
-// so a map with params16 also has current packed weights.
-struct Bf16Map {
+// The weights' forms a training step's products use, made once per step (after each weight
+// change): the encoder's linear maps packed for their products (train_fwd/train_bwd, in the
+// training precision), and in bf16 training the whole parameter buffer rounded to bfloat16
+// (params16). Maps a parameter pointer to its bfloat16 copy, or to null when there is none.
+struct TrainWeights {
   const float* params = nullptr;
   const uint16_t* params16 = nullptr;
+  bool packed = false;  // the linear maps' train_fwd/train_bwd hold the current weights
   const uint16_t* operator()(const float* p) const {
     return params16 ? params16 + (p - params) : nullptr;
   }
-  // A linear map's weight in every bf16 form there is.
-  Bf16Weight operator()(const Linear& l) const {
-    return params16 ? Bf16Weight((*this)(l.w), &l.train_fwd, &l.train_bwd) : Bf16Weight();
+  // A linear map's weight in every form there is.
+  TrainWeight operator()(const Linear& l) const {
+    return packed ? TrainWeight((*this)(l.w), &l.train_fwd, &l.train_bwd) : TrainWeight();
   }
 };
 
@@ -137,7 +138,7 @@ struct LayerContext {
   // attention products and sequence projections of inference (the linear maps of inference
   // use the packed weights in their own compute type).
   ComputeType precision = ComputeType::f32;
-  Bf16Map w16;  // bf16 training: the weights' rounded copies
+  TrainWeights wt;  // training: the weights' packed forms (and bf16 copies in bf16)
 
   AttnDims dims(const LayerParams& lp) const;
   // Linformer: the projected rows this batch forms, K or fewer (projected_rows).

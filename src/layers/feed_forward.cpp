@@ -12,16 +12,16 @@ void FeedForward::forward(float* y, const float* x, const uint16_t* x16, int64_t
                           const FfnActs& a) const {
   const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
   if (a.h16) {  // every product in bf16, on the packed weights
-    LF_DCHECK(x16 && a.g16 && w16(inter).forward,
+    LF_DCHECK(x16 && a.g16 && wt(inter).forward,
               "FeedForward: bf16 activations without bf16 operands");
-    w16(inter).forward->apply_bf16(a.h16, x16, R, inter.b);
+    wt(inter).forward->apply_bf16(a.h16, x16, R, inter.b);
     gelu_forward_bf16(a.g16, a.h16, R * F);
-    linear_forward(y, nullptr, out.w, out.b, second, t, w16(out), a.g16);
+    linear_forward(y, nullptr, out.w, out.b, second, t, wt(out), a.g16);
     return;
   }
-  linear_forward(a.h, x, inter.w, inter.b, first, t, w16(inter), x16);
+  linear_forward(a.h, x, inter.w, inter.b, first, t, wt(inter), x16);
   gelu_forward(a.g, a.h, R * F);
-  linear_forward(y, a.g, out.w, out.b, second, t, w16(out));
+  linear_forward(y, a.g, out.w, out.b, second, t, wt(out));
 }
 
 void FeedForward::backward(float* dx, const float* dy, const float* x, const uint16_t* x16,
@@ -29,22 +29,22 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
                            GradInto into) const {
   const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
   if (a.h16) {
-    LF_DCHECK(s.dG16 && s.dy16 && w16(out).backward, "FeedForward: no bf16 scratch");
+    LF_DCHECK(s.dG16 && s.dy16 && wt(out).backward, "FeedForward: no bf16 scratch");
     // dy rounded once (b2's gradient summed in the same pass); d(g) = dy W2 written in bf16.
     const uint16_t* dy16 = round_output_gradient(s.dy16, grad(out.b), dy, R, D);
-    linear_backward(nullptr, grad(out.w), nullptr, nullptr, nullptr, out.w, second, t, w16(out),
+    linear_backward(nullptr, grad(out.w), nullptr, nullptr, nullptr, out.w, second, t, wt(out),
                     a.g16, GradInto::add, dy16);  // W2's gradient first, as linear_backward
-    w16(out).backward->apply_bf16(s.dG16, dy16, R, nullptr);
+    wt(out).backward->apply_bf16(s.dG16, dy16, R, nullptr);
     // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.
     gelu_backward_round(s.dG16, grad(inter.b), s.dG16, a.h16, R, F);
-    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, w16(inter), x16,
+    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, wt(inter), x16,
                     into, s.dG16);
     return;
   }
-  linear_backward(s.dG, grad(out.w), grad(out.b), dy, a.g, out.w, second, t, w16(out), nullptr,
+  linear_backward(s.dG, grad(out.w), grad(out.b), dy, a.g, out.w, second, t, wt(out), nullptr,
                   GradInto::overwrite);
   gelu_backward_inplace(s.dG, a.h, R * F);  // dG becomes d(h)
-  linear_backward(dx, grad(inter.w), grad(inter.b), s.dG, x, inter.w, first, t, w16(inter), x16,
+  linear_backward(dx, grad(inter.w), grad(inter.b), s.dG, x, inter.w, first, t, wt(inter), x16,
                   into);
 }
 

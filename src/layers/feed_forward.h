@@ -27,7 +27,7 @@ struct FeedForward {
   const Linear& out;    // W2, b2
   int64_t D = 0, F = 0;
   ComputeType t = ComputeType::f32;  // precision of the training products
-  Bf16Map w16 = {};                  // and the weights' bf16 forms (bf16 training)
+  TrainWeights wt = {};              // and the weights' forms for training's products
 
   // Training: y [R,D] from x [R,D], keeping a (its bf16 forms when a.h16 is set; x16 is then
   // x rounded to bfloat16).

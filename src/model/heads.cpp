@@ -32,13 +32,13 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   head_arena.reset();
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
-  const Bf16Map w16 = mlm_bf16_map();
+  const TrainWeights wt = mlm_train_weights();
   linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D},
-                 train_compute, w16(lm_dense));
+                 train_compute, wt(lm_dense));
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
   linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
-                 train_compute, w16.params16 ? Bf16Weight(w16(word), &word_fwd16, nullptr) : Bf16Weight());
+                 train_compute, TrainWeight(wt(word), &word_fwd, nullptr));
   return c;
 }
 
@@ -71,14 +71,14 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
   linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute, mlm_bf16_map()(word),
-                  nullptr, GradInto::overwrite);
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute,
+                  mlm_train_weights()(word), nullptr, GradInto::overwrite);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D, GradInto::overwrite);
   gelu_backward_inplace(d2_, c.t1, M * D);  // d2_ becomes the gradient of GELU's input
   linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d2_, c.xin, lm_dense.w,
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute,
-                  mlm_bf16_map()(lm_dense), nullptr, GradInto::overwrite);
+                  mlm_train_weights()(lm_dense), nullptr, GradInto::overwrite);
   for (int64_t i = 0; i < M; ++i) {
     float* dst = dhid + rows[i] * D;
     const float* src = dx + i * D;

@@ -34,10 +34,11 @@ void for_each_encoder_linear(Layers& ls, const Config& cfg, F f) {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 
-// bf16 training: W [out, in] packed for x W^T and for dY W, into the storage of the last step.
-void pack_for_training(Linear& l, int64_t out, int64_t in) {
-  l.train_fwd.pack(l.w, out, in, ComputeType::bf16);
-  l.train_bwd.pack_transposed(l.w, out, in, ComputeType::bf16);
+// Training: W [out, in] packed for x W^T and for dY W in the training precision, into the
+// storage of the last step.
+void pack_for_training(Linear& l, int64_t out, int64_t in, ComputeType t) {
+  l.train_fwd.pack(l.w, out, in, t);
+  l.train_bwd.pack_transposed(l.w, out, in, t);
 }
 
 }  // namespace
@@ -148,30 +149,32 @@ size_t Model::Impl::input_copy_bytes() const {
   return num_threads() * PackedLinear::scratch_bytes(std::max(cfg.d_model, cfg.d_ff), compute);
 }
 
-Bf16Map Model::Impl::bf16_map() {
-  if (train_compute != ComputeType::bf16) return {};
-  if (!params16_current) {  // unless the optimiser wrote the copy (bf16_params_written)
+TrainWeights Model::Impl::train_weights() {
+  const bool bf16 = train_compute == ComputeType::bf16;
+  if (bf16 && !params16_current) {  // unless the optimiser wrote the copy (bf16_params_written)
     params16.resize(params.size());
     round_bf16(params16.data(), params.data(), static_cast<int64_t>(params.size()));
     params16_current = true;
   }
   if (!train_packs_current) {
-    // The weights of the linear maps also packed for their products, into last step's storage.
+    // The weights of the linear maps packed for their products, into last step's storage.
     PhaseScope ps(Phase::matmul);  // weight conversion for the products, as the rounding is
-    for_each_encoder_linear(layers, cfg, pack_for_training);
+    for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in) {
+      pack_for_training(l, out, in, train_compute);
+    });
     train_packs_current = true;
-    head16_current = false;
+    head_packs_current = false;
   }
-  return {params.data(), params16.data()};
+  return {params.data(), bf16 ? params16.data() : nullptr, /*packed=*/true};
 }
 
-Bf16Map Model::Impl::mlm_bf16_map() {
-  const Bf16Map m = bf16_map();
-  if (m.params16 && !head16_current) {
+TrainWeights Model::Impl::mlm_train_weights() {
+  const TrainWeights m = train_weights();
+  if (!head_packs_current) {
     PhaseScope ps(Phase::matmul);
-    pack_for_training(lm_dense, cfg.d_model, cfg.d_model);
-    word_fwd16.pack(word, cfg.vocab_size, cfg.d_model, ComputeType::bf16);
-    head16_current = true;
+    pack_for_training(lm_dense, cfg.d_model, cfg.d_model, train_compute);
+    word_fwd.pack(word, cfg.vocab_size, cfg.d_model, train_compute);
+    head_packs_current = true;
   }
   return m;
 }
@@ -190,7 +193,7 @@ LayerContext Model::Impl::layer_context() {
   c.first = first;
   if (train) c.grad = grad_map();
   c.precision = train_compute;
-  if (train) c.w16 = bf16_map();
+  if (train) c.wt = train_weights();
   return c;
 }
 
@@ -423,7 +426,12 @@ void Model::set_compute_type(ComputeType t) {
   impl_->compute = t;
 }
 ComputeType Model::compute_type() const { return impl_->compute; }
-void Model::set_train_compute_type(ComputeType t) { impl_->train_compute = t; }
+void Model::set_train_compute_type(ComputeType t) {
+  if (t == impl_->train_compute) return;
+  impl_->train_compute = t;
+  impl_->train_packs_current = false;  // the packed weights are in the training precision
+  impl_->head_packs_current = false;
+}
 ComputeType Model::train_compute_type() const { return impl_->train_compute; }
 void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
 Model::ExactAttention Model::exact_attention() const { return impl_->exact; }

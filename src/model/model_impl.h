@@ -70,18 +70,18 @@ struct Model::Impl : Layout {
   }
   float* grad_of(const float* p) { return gbase() + (p - params.data()); }
   GradMap grad_map() { return {params.data(), gbase()}; }
-  // bf16 training: the parameters rounded to bfloat16 in one buffer of the same layout, made
-  // at the first training forward after the weights changed (once per step).
-  // The encoder's linear maps are also packed for their products (Linear::train_fwd/bwd).
+  // Training: the encoder's linear maps packed for their products (Linear::train_fwd/bwd), and
+  // in bf16 the parameters rounded to bfloat16 in one buffer of the same layout, made at the
+  // first training forward after the weights changed (once per step).
   Buffer<uint16_t> params16;
   bool params16_current = false;
   bool train_packs_current = false;  // Linear::train_fwd/bwd made from the current weights
-  Bf16Map bf16_map();
+  TrainWeights train_weights();
   // The MLM head's weights packed likewise, when the head runs (not while finetuning a
-  // classifier): its dense map, and the tied output map Word^T in word_fwd16.
-  PackedLinear word_fwd16;
-  bool head16_current = false;
-  Bf16Map mlm_bf16_map();
+  // classifier): its dense map, and the tied output map Word^T in word_fwd.
+  PackedLinear word_fwd;
+  bool head_packs_current = false;
+  TrainWeights mlm_train_weights();
   // Whether training on R rows runs the FFN's products in bf16 and keeps its activations in
   // bf16 only (FfnActs).
   bool ffn_bf16_only(int64_t R) const {
