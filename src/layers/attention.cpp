@@ -219,16 +219,23 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop && !P16 ? Pd : P,
                  drop && !P16 ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l,
                  Bf16Inputs{P16, dctx16});
+    // In bf16 the score gradients are rounded tile by tile right after softmax's backward,
+    // while each tile is in cache (the block is dense: tile i at i * tile, as in dP).
+    uint16_t* dp16 = nullptr;
+    if (bf16) {
+      if (dp_buf.size() < static_cast<size_t>(k.nb * k.nh * tile))
+        dp_buf.resize(k.nb * k.nh * tile);
+      dp16 = dp_buf.data();
+    }
     parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;
         float* g = dP + i * tile;
         if (drop) dropout_forward(g, g, tile, p_drop, seed, stream_of(i));
         softmax_backward(g, probs + (b * d.H + h) * tile, g, d.N, d.Lk, scale, false);
+        if (dp16) vm::to_bf16_n(dp16 + i * tile, g, tile);
       }
     });
-    const uint16_t* dp16 =
-        bf16 ? round_batch_bf16(dp_buf, k.nb, k.nh, d.N, d.Lk, blk, dP) : nullptr;
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l, beta,
                  dq + qo, q_l, Bf16Inputs{dp16, nullptr});
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q + qo, q_l, beta,
