@@ -3,14 +3,20 @@
 //
 //   g++ -O2 -fopenmp bench/onednn_forms.cpp -o onednn_forms -ldnnl
 //   OMP_NUM_THREADS=2 ./onednn_forms                 # add --transposed-dst for the slow form
+//   OMP_NUM_THREADS=2 ./onednn_forms --f32           # part 3 only
 //
 // 1. A forward product x[4096,K] W^T (W packed in oneDNN's layout, bias epilogue) with an f32
 //    or a bf16 output, each followed by a pass that reads the output, over 8 rotating buffers
 //    (as the step's layers do, so that outputs do not stay in cache).
 // 2. The weight gradient dW[OUT,IN] = dY^T X of a linear map over 4096 rows: the matmul with dY
-//    read transposed (the engine's form) and with transposed copies of its operands, the inner-product backward-weights primitive (with
-//    the row-major and with its preferred weight layout, bias gradient included), and, with
+//    read transposed (the engine's form) and with transposed copies of its operands, the
+//    inner-product backward-weights primitive (with the row-major and with its preferred weight
+//    layout, bias gradient included), and, with
 //    --transposed-dst, dW^T = X^T dY written through a transposed destination.
+// 3. f32 training's forward product x[4096,K] W^T + b: sgemm on W as stored after a pass copying
+//    the bias into every output row (the engine's form before packed f32 weights), against the
+//    matmul on W packed in oneDNN's layout with the bias in its epilogue (one buffer each, so
+//    both keep their operands in cache).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -160,12 +166,54 @@ void weight_gradient_forms(engine& eng, stream& s, int64_t IN, int64_t OUT, bool
   }
 }
 
+void f32_forward_forms(engine& eng, stream& s, int64_t K, int64_t N) {
+  std::vector<float> x(kRows * K, 0.01f), W(N * K, 0.02f), y(kRows * N), bias(N, 0.1f);
+  const double sgemm = best_seconds(
+      [&] {
+        for (int64_t r = 0; r < kRows; ++r) std::copy(bias.begin(), bias.end(), y.begin() + r * N);
+        dnnl_sgemm('N', 'T', kRows, N, K, 1.f, x.data(), K, W.data(), K, 1.f, y.data(), N);
+      },
+      10);
+  const memory::desc a({kRows, K}, dt::f32, tag::ab), w_any({K, N}, dt::f32, tag::any),
+      c({kRows, N}, dt::f32, tag::ab), b({1, N}, dt::f32, tag::ab);
+  const matmul::primitive_desc pd(matmul::desc(a, w_any, b, c), eng);
+  memory wsrc({{K, N}, dt::f32, tag::ba}, eng, W.data()), wp(pd.weights_desc(), eng);
+  reorder(wsrc, wp).execute(s, wsrc, wp);
+  s.wait();
+  memory am(a, eng, x.data()), cm(c, eng, y.data()), bm(b, eng, bias.data());
+  const matmul mm(pd);
+  const double packed = best_seconds(
+      [&] {
+        mm.execute(
+            s,
+            {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, cm}});
+        s.wait();
+      },
+      10);
+  const double flops = 2.0 * kRows * K * N;
+  std::printf(
+      "f32 forward %lldx%lld x %lldx%lld + bias: sgemm after a bias copy %.0f GFLOP/s, "
+      "packed weight with the bias epilogue %.0f GFLOP/s\n",
+      static_cast<long long>(kRows), static_cast<long long>(K), static_cast<long long>(K),
+      static_cast<long long>(N), flops / sgemm / 1e9, flops / packed / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool transposed_dst = argc > 1 && std::strcmp(argv[1], "--transposed-dst") == 0;
+  const bool f32_only = argc > 1 && std::strcmp(argv[1], "--f32") == 0;
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
+  // f32 training's forward products at d 256, d_ff 1024 and at d 768, d_ff 3072.
+  for (auto kn : {std::pair<int64_t, int64_t>{256, 1024},
+                  {1024, 256},
+                  {256, 256},
+                  {768, 3072},
+                  {3072, 768},
+                  {768, 768}})
+    f32_forward_forms(eng, s, kn.first, kn.second);
+  if (f32_only) return 0;
   // The step's shapes at d 256, d_ff 1024: FFN first map and FFN second map / input gradients,
   // the query/key/value width, and the output map.
   for (auto kn : {std::pair<int64_t, int64_t>{256, 1024}, {256, 768}, {1024, 256}, {256, 256}})
