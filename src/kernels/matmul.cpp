@@ -25,7 +25,8 @@ namespace lf {
 void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_t ld) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) vm::to_bf16_n(dst + r * cols, src + r * ld, cols);
+                 for (int64_t r = r0; r < r1; ++r)
+                   vm::to_bf16_n(dst + r * cols, src + r * ld, cols);
                });
 }
 
@@ -64,8 +65,8 @@ Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
     po.append_sum(beta);
     attr.set_post_ops(po);
   }
-  const dnnl::matmul::desc md = bias.is_zero() ? dnnl::matmul::desc(a, b, c)
-                                                : dnnl::matmul::desc(a, b, bias, c);
+  const dnnl::matmul::desc md =
+      bias.is_zero() ? dnnl::matmul::desc(a, b, c) : dnnl::matmul::desc(a, b, bias, c);
   dnnl::matmul::primitive_desc pd(md, attr, cpu_engine());
   return Product{a, b, c, bias, dnnl::matmul(pd)};
 }
@@ -77,7 +78,8 @@ void run(const Product& p, const void* a, const void* b, float* c, const float* 
       mb(p.b, cpu_engine(), const_cast<void*>(b)), mc(p.c, cpu_engine(), c);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, cpu_engine(), const_cast<float*>(bias)));
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, cpu_engine(), const_cast<float*>(bias)));
   p.prim.execute(strm, args);
   strm.wait();
 }
@@ -95,7 +97,8 @@ const Product& bf16_product(const Bf16Key& key) {
   dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
   dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
   const dnnl::memory::desc bias =
-      with_bias ? dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1}) : dnnl::memory::desc();
+      with_bias ? dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1})
+                : dnnl::memory::desc();
   return cache.emplace(key, make_product(a, b, c, alpha, beta, bias)).first->second;
 }
 
@@ -165,8 +168,8 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 namespace {
 
 // A batched product's shape and layouts: everything its oneDNN primitive depends on.
-using BatchedKey = std::tuple<bool, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t,
-                              float, float, std::array<int64_t, 9>>;
+using BatchedKey = std::tuple<bool, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float,
+                              float, std::array<int64_t, 9>>;
 
 // Floats from an operand's first element to one past its last one.
 int64_t span(int64_t nb, int64_t nh, int64_t rows, int64_t cols, BatchLayout l) {
@@ -204,6 +207,21 @@ bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, in
   return gemm_runs_bf16(t, M, N, K * nb * nh);
 }
 
+namespace {
+// The span of a batched operand held only in bf16 (round_batch_bf16's layout) widened to f32
+// into buf (exact), for a batched product that runs in f32.
+const float* widen_batch(Buffer<float>& buf, int64_t nb, int64_t nh, int64_t rows, int64_t cols,
+                         BatchLayout l, const uint16_t* X16) {
+  LF_CHECK(X16, "gemm_batched: an operand is neither given in f32 nor rounded");
+  const int64_t n = span(nb, nh, rows, cols, l);
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
+  float* dst = buf.data();
+  parallel_for(0, n, 16384,
+               [&](int64_t i0, int64_t i1) { vm::from_bf16_n(dst + i0, X16 + i0, i1 - i0); });
+  return dst;
+}
+}  // namespace
+
 const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
                                  int64_t cols, BatchLayout l, const float* X) {
   const int64_t n = span(nb, nh, rows, cols, l);
@@ -212,20 +230,23 @@ const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, 
 }
 
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la,
-                  const float* B, BatchLayout lb, float beta, float* C, BatchLayout lc,
-                  const Bf16Inputs& pre) {
-  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && A && B && C,
+                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
+                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre) {
+  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) && C,
             "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
             " K=", K);
   LF_DCHECK(la.ld >= (trans_a ? M : K) && lb.ld >= (trans_b ? K : N) && lc.ld >= N &&
                 (nb == 1 || lc.sb > 0) && (nh == 1 || lc.sh > 0),
-            "gemm_batched: leading dimension or output batch stride too small for M=", M,
-            " N=", N, " K=", K);
+            "gemm_batched: leading dimension or output batch stride too small for M=", M, " N=", N,
+            " K=", K);
   const double flops = 2.0 * static_cast<double>(nb * nh) * static_cast<double>(M) * N * K;
   PhaseScope ps(Phase::matmul, flops);
   const bool bf16 = gemm_batched_runs_bf16(t, nb, nh, M, N, K);
   if (!bf16) {  // f32: one sgemm per matrix, the threads splitting the batch
+    // An operand given only rounded (an activation kept in bf16 alone) is widened back.
+    thread_local Buffer<float> awide, bwide;
+    if (!A) A = widen_batch(awide, nb, nh, trans_a ? K : M, trans_a ? M : K, la, pre.a);
+    if (!B) B = widen_batch(bwide, nb, nh, trans_b ? N : K, trans_b ? K : N, lb, pre.b);
     parallel_for(0, nb * nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = i / nh, h = i % nh;
@@ -237,13 +258,22 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
   }
   // Each operand not given rounded is rounded once over its span, keeping its strides.
   thread_local Buffer<uint16_t> abuf, bbuf;
-  const void* a = pre.a ? pre.a
-                        : round_batch_bf16(abuf, nb, nh, trans_a ? K : M, trans_a ? M : K, la, A);
-  const void* b = pre.b ? pre.b
-                        : round_batch_bf16(bbuf, nb, nh, trans_b ? N : K, trans_b ? K : N, lb, B);
-  const BatchedKey key{bf16, nb, nh, trans_a, trans_b, M, N, K, alpha, beta,
-                       std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb,
-                                              lc.sh, lc.ld}};
+  const void* a =
+      pre.a ? pre.a : round_batch_bf16(abuf, nb, nh, trans_a ? K : M, trans_a ? M : K, la, A);
+  const void* b =
+      pre.b ? pre.b : round_batch_bf16(bbuf, nb, nh, trans_b ? N : K, trans_b ? K : N, lb, B);
+  const BatchedKey key{
+      bf16,
+      nb,
+      nh,
+      trans_a,
+      trans_b,
+      M,
+      N,
+      K,
+      alpha,
+      beta,
+      std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb, lc.sh, lc.ld}};
   run(batched_product(key), a, b, C);
 }
 

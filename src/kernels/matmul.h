@@ -61,7 +61,9 @@ struct BatchLayout {
 // f32 one sgemm per matrix, the threads splitting the batch. Shapes as in gemm(); C has no
 // zero batch stride. Call outside parallel regions.
 // `pre`: operands already rounded with round_batch_bf16 (the same layout), for an operand
-// shared by two products; used only when the product runs in bf16.
+// shared by two products or kept only in bf16; used when the product runs in bf16. An f32
+// operand may be null when its rounded copy is given: a product that runs in f32 then widens
+// the copy.
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
                   int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
                   BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre = {});

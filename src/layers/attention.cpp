@@ -106,14 +106,15 @@ namespace {
 void attention_forward_batched(float* ctx, float* probs, const float* q, const float* kk,
                                const float* vv, const float* key_mask, const AttnDims& d,
                                float scale, float p_drop, uint64_t seed, uint64_t stream,
-                               float* scratch, ComputeType prec, int64_t first_b,
-                               uint16_t* probs16) {
+                               float* scratch, ComputeType prec, int64_t first_b, uint16_t* probs16,
+                               const uint16_t* q16) {
   const int64_t tile = d.N * d.Lk;
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
     float* P = probs + (k.b0 * d.H + k.h0) * tile;
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q + qo, rows_layout(d, d.N),
-                 kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d));
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q ? q + qo : nullptr,
+                 rows_layout(d, d.N), kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d),
+                 Bf16Inputs{q16 ? q16 + qo : nullptr, nullptr});
     const bool drop = p_drop > 0.f;
     // bf16: the tile that multiplies V rounded while it is in cache, kept for backward.
     uint16_t* P16 =
@@ -146,15 +147,16 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
-                       int64_t first_b, uint16_t* probs16) {
+                       int64_t first_b, uint16_t* probs16, const uint16_t* q16) {
   check(d, "attention_forward");
-  LF_DCHECK(ctx && q && kk && vv, "attention_forward: null context, query, key or value");
+  LF_DCHECK(ctx && (q || (q16 && probs)) && kk && vv,
+            "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
   PhaseScope ps(Phase::attention);
   if (probs) {
     attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,
-                              scratch, prec, first_b, probs16);
+                              scratch, prec, first_b, probs16, q16);
     return;
   }
   // Inference: one (sequence, head) at a time per thread, its scores in the thread's scratch.
@@ -181,9 +183,10 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16) {
+                        ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16,
+                        const uint16_t* q16) {
   check(d, "attention_backward");
-  LF_DCHECK(dq && dkk && dvv && dctx && probs && q && kk && vv && scratch,
+  LF_DCHECK(dq && dkk && dvv && dctx && probs && (q || q16) && kk && vv && scratch,
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
@@ -238,8 +241,8 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     });
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l, beta,
                  dq + qo, q_l, Bf16Inputs{dp16, nullptr});
-    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q + qo, q_l, beta,
-                 dkk + ko, k_l, Bf16Inputs{dp16, nullptr});
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q ? q + qo : nullptr,
+                 q_l, beta, dkk + ko, k_l, Bf16Inputs{dp16, q16 ? q16 + qo : nullptr});
   });
 }
 

@@ -38,10 +38,10 @@ void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float*
                       const uint16_t* in16, float* din, const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision,
-                  c.wt(lp.k), in16);
-  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision,
-                  c.wt(lp.v), in16);
+  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision, c.wt(lp.k),
+                  in16);
+  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision, c.wt(lp.v),
+                  in16);
 }
 
 }  // namespace lf

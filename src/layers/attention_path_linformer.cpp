@@ -148,7 +148,8 @@ class ProjectInputPath final : public LinformerPath {
       zero(L.demv, B * K);
     }
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};
-    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision, c.wt(lp.k));
+    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision,
+                    c.wt(lp.k));
     linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, kv, c.precision, c.wt(lp.v));
     scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
     scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
@@ -210,8 +211,9 @@ class ProjectInputPath final : public LinformerPath {
   // E [K, max_len].
   static SeqProjDims dims(const LayerContext& c, const LayerParams& lp) {
     const int64_t D = c.cfg->d_model;
-    return SeqProjDims{/*B=*/c.B, /*N=*/c.N, /*K=*/c.proj_rows(lp), /*C=*/D, /*ldE=*/c.cfg->max_len,
-                       /*ldx=*/D, /*ldo=*/D};
+    return SeqProjDims{
+        /*B=*/c.B, /*N=*/c.N, /*K=*/c.proj_rows(lp), /*C=*/D, /*ldE=*/c.cfg->max_len,
+        /*ldx=*/D, /*ldo=*/D};
   }
   // One E serves keys and values.
   static bool shared(const Config& cfg) {

@@ -50,7 +50,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first, GradInto::overwrite, A.probs16);
+                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
                   c.wt(lp.q), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
@@ -119,11 +119,16 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     in16 = x_in16 ? x_in16 : c.round16(A.in16, x_in, R, D);
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
+  if (A.q16) {  // bf16 training: the queries written in bf16 only, as the products read them
+    LF_DCHECK(in16 && c.wt(lp.q).forward, "layer_forward: bf16 queries without bf16 operands");
+    c.wt(lp.q).forward->apply_bf16(A.q16, in16, R, lp.q.b);
+  } else {
+    linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
+  }
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
-                    c.first, c.train ? A.probs16 : nullptr);
+                    c.first, c.train ? A.probs16 : nullptr, A.q16);
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
                  c.round16(A.ctx16, A.ctx, R, D));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());

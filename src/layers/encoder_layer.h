@@ -41,12 +41,13 @@ struct LayerParams {
 struct LayerAct {
   float* ln1 = nullptr;                            // pre-norm: LN_attn(x) [R,D]
   float *q = nullptr, *k = nullptr, *v = nullptr;  // [R,D]
-  float *xpk = nullptr, *xpv = nullptr;            // projected inputs [B,K,D]
-  float *emk = nullptr, *emv = nullptr;            // E m [B,K]
-  float *ebmk = nullptr, *ebmv = nullptr;          // E diag(m) [B,K,N]
-  float *kp = nullptr, *vp = nullptr;              // projected keys/values [B,K,D]
-  int32_t *argk = nullptr, *argv = nullptr;        // max-pool choices [B,K,D]
-  float* rows_live = nullptr;                      // Linformer: 1/0 per projected row [B,K]
+  uint16_t* q16 = nullptr;  // bf16 training: the queries [R,D] in bf16 only (q is then null)
+  float *xpk = nullptr, *xpv = nullptr;      // projected inputs [B,K,D]
+  float *emk = nullptr, *emv = nullptr;      // E m [B,K]
+  float *ebmk = nullptr, *ebmv = nullptr;    // E diag(m) [B,K,N]
+  float *kp = nullptr, *vp = nullptr;        // projected keys/values [B,K,D]
+  int32_t *argk = nullptr, *argv = nullptr;  // max-pool choices [B,K,D]
+  float* rows_live = nullptr;                // Linformer: 1/0 per projected row [B,K]
   const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
   float* probs = nullptr;           // [B,H,N,Lk] (training only)
   uint16_t* probs16 = nullptr;      // bf16 training: the probabilities that multiply V, in bf16

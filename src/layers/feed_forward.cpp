@@ -37,8 +37,8 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
     wt(out).backward->apply_bf16(s.dG16, dy16, R, nullptr);
     // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.
     gelu_backward_round(s.dG16, grad(inter.b), s.dG16, a.h16, R, F);
-    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, wt(inter), x16,
-                    into, s.dG16);
+    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, wt(inter), x16, into,
+                    s.dG16);
     return;
   }
   linear_backward(s.dG, grad(out.w), grad(out.b), dy, a.g, out.w, second, t, wt(out), nullptr,

@@ -87,6 +87,11 @@ struct Model::Impl : Layout {
   bool ffn_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_ff);
   }
+  // Whether training on R rows runs the query map's product in bf16 and keeps the queries in
+  // bf16 only (LayerAct::q16): the attention products that read them run in bf16.
+  bool queries_bf16_only(int64_t R) const {
+    return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_model);
+  }
 
   float* P(const std::string& name) {
     auto it = index.find(name);

@@ -49,7 +49,10 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     LayerAct& A = Lo.acts[s];
     const int64_t K = layers[s].K;
     if (pre) A.ln1 = c.take<float>(R * D);
-    A.q = c.take<float>(R * D);
+    if (queries_bf16_only(R))
+      A.q16 = c.take<uint16_t>(R * D);
+    else
+      A.q = c.take<float>(R * D);
     ap.plan_train(c, A, cfg, PathShape{B, N, K, masked});
     const int64_t Lk = ap.key_length(N, K);
     max_tile = std::max(max_tile, Lk);
