@@ -184,9 +184,9 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16,
-                        const uint16_t* q16) {
+                        const uint16_t* q16, const uint16_t* dctx16) {
   check(d, "attention_backward");
-  LF_DCHECK(dq && dkk && dvv && dctx && probs && (q || q16) && kk && vv && scratch,
+  LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && probs && (q || q16) && kk && vv && scratch,
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
   const int64_t tile = d.N * d.Lk;
@@ -215,13 +215,15 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
         }
       });
     thread_local Buffer<uint16_t> dctx_buf, dp_buf;
-    const uint16_t* dctx16 =
-        bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx + qo) : nullptr;
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx + qo, q_l, vv + ko, k_l,
-                 0.f, dP, blk, Bf16Inputs{dctx16, nullptr});
+    const float* dctx_b = dctx ? dctx + qo : nullptr;
+    const uint16_t* dctx16_b =
+        dctx16 ? dctx16 + qo
+               : (bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx_b) : nullptr);
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx_b, q_l, vv + ko, k_l,
+                 0.f, dP, blk, Bf16Inputs{dctx16_b, nullptr});
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop && !P16 ? Pd : P,
-                 drop && !P16 ? blk : probs_layout(d), dctx + qo, q_l, beta, dvv + ko, k_l,
-                 Bf16Inputs{P16, dctx16});
+                 drop && !P16 ? blk : probs_layout(d), dctx_b, q_l, beta, dvv + ko, k_l,
+                 Bf16Inputs{P16, dctx16_b});
     // In bf16 the score gradients are rounded tile by tile right after softmax's backward,
     // while each tile is in cache (the block is dense: tile i at i * tile, as in dP).
     uint16_t* dp16 = nullptr;

@@ -32,13 +32,15 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 // multiply V (after dropout), written by forward in its softmax pass when the products run in
 // bf16, and read by backward's dV product instead of rounding (and dropping out) probs again.
 // q16 (both, training; or null): the queries [R,D] in bf16, as the query map wrote them; q may
-// then be null (the products read q16; one that runs in f32 widens it).
+// then be null (the products read q16; one that runs in f32 widens it). dctx16 (backward, or
+// null): the context gradient [R,D] in bf16 only, as the output map's backward wrote it; dctx
+// may then be null, likewise.
 void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType t = ComputeType::f32, int64_t first_b = 0,
                         GradInto into = GradInto::add, const uint16_t* probs16 = nullptr,
-                        const uint16_t* q16 = nullptr);
+                        const uint16_t* q16 = nullptr, const uint16_t* dctx16 = nullptr);
 // Workspace of attention_forward/backward, every thread's together: for training (and for
 // inference with dropout), two blocks of N x Lk tiles (the probabilities' gradients and their
 // dropped-out copy) and two tiles per thread; for inference without dropout (train = false),

@@ -44,13 +44,24 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
-                  c.wt(lp.ao), A.ctx16, GradInto::overwrite);
+  if (L.dctx16) {
+    // bf16 training, as the FFN's backward: dao rounded once (the bias gradient summed in the
+    // same pass), the weight gradient first, then d(ctx) written in bf16 only, as attention's
+    // products read it.
+    LF_DCHECK(L.dao16 && c.wt(lp.ao).backward, "layer_backward: no bf16 output-map operands");
+    const uint16_t* dao16 = round_output_gradient(L.dao16, c.grad(lp.ao.b), dao, R, D);
+    linear_backward(nullptr, c.grad(lp.ao.w), nullptr, nullptr, A.ctx, lp.ao.w, map, c.precision,
+                    c.wt(lp.ao), A.ctx16, GradInto::add, dao16);
+    c.wt(lp.ao).backward->apply_bf16(L.dctx16, dao16, R, nullptr);
+  } else {
+    linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
+                    c.wt(lp.ao), A.ctx16, GradInto::overwrite);
+  }
   const AttnDims d = c.dims(lp);
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16);
+                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16, L.dctx16);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
                   c.wt(lp.q), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);

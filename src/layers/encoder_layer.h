@@ -82,6 +82,9 @@ struct Layout {
   // bf16 FFN products: the FFN's hidden gradient [R,F] and output gradient [R,D], rounded
   // (dG is null then).
   uint16_t *dG16 = nullptr, *dy16 = nullptr;
+  // bf16 output-map products: the context gradient [R,D] in bf16 only (dctx is null then), and
+  // the output map's rounded output gradient [R,D].
+  uint16_t *dctx16 = nullptr, *dao16 = nullptr;
   // Inference: per-thread row-block workspace (see layer_forward_infer).
   float* work = nullptr;
   int64_t work_floats = 0;  // per thread

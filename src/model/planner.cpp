@@ -95,7 +95,12 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.dres = c.take<float>(R * D);
   Lo.d1 = c.take<float>(R * D);
   Lo.d2 = c.take<float>(R * D);
-  Lo.dctx = c.take<float>(R * D);
+  if (queries_bf16_only(R)) {  // the output map's products run in bf16 too (same shape)
+    Lo.dctx16 = c.take<uint16_t>(R * D);
+    Lo.dao16 = c.take<uint16_t>(R * D);
+  } else {
+    Lo.dctx = c.take<float>(R * D);
+  }
   Lo.dq = c.take<float>(R * D);
   Lo.dK = c.take<float>(R * D);
   Lo.dV = c.take<float>(R * D);
