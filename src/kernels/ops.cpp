@@ -137,6 +137,18 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
   }
 }
 
+void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const float* dout,
+                                const uint16_t* inp16, const LinearDims& d, const TrainWeight& Wt,
+                                uint16_t* dout16) {
+  LF_DCHECK(
+      linear_backward_runs_bf16(ComputeType::bf16, d) && Wt.backward && dinp16 && inp16 && dout16,
+      "linear_backward_bf16_input: needs bf16 products, a packed weight and bf16 buffers");
+  const uint16_t* g16 = round_output_gradient(dout16, db, dout, d.rows, d.out);
+  linear_backward(nullptr, dW, nullptr, nullptr, nullptr, nullptr, d, ComputeType::bf16, Wt, inp16,
+                  GradInto::add, g16);
+  Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
+}
+
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps, uint16_t* out16) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);

@@ -59,6 +59,14 @@ bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
 // sums added to db (the bias gradient; null: none) in the same pass. Returns d16.
 const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dout, int64_t rows,
                                       int64_t cols);
+// bf16 training, when both gradient products run in bf16 (linear_backward_runs_bf16) and W is
+// packed (Wt.backward): the input gradient written in bf16 only, dinp16 [rows, in], as the
+// next bf16 products read it. dout is rounded once into dout16 [rows, out] with its column
+// sums added to db, then dW += dout^T inp16 (first, while dout16 is in cache), then
+// dinp16 = dout W.
+void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const float* dout,
+                                const uint16_t* inp16, const LinearDims& d, const TrainWeight& Wt,
+                                uint16_t* dout16);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
 // out16 (or null): out rounded to bf16 as well, in the same pass (a bf16 product's input).

@@ -44,15 +44,9 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  if (L.dctx16) {
-    // bf16 training, as the FFN's backward: dao rounded once (the bias gradient summed in the
-    // same pass), the weight gradient first, then d(ctx) written in bf16 only, as attention's
-    // products read it.
-    LF_DCHECK(L.dao16 && c.wt(lp.ao).backward, "layer_backward: no bf16 output-map operands");
-    const uint16_t* dao16 = round_output_gradient(L.dao16, c.grad(lp.ao.b), dao, R, D);
-    linear_backward(nullptr, c.grad(lp.ao.w), nullptr, nullptr, A.ctx, lp.ao.w, map, c.precision,
-                    c.wt(lp.ao), A.ctx16, GradInto::add, dao16);
-    c.wt(lp.ao).backward->apply_bf16(L.dctx16, dao16, R, nullptr);
+  if (L.dctx16) {  // bf16 training: d(ctx) written in bf16 only, as attention's products read it
+    linear_backward_bf16_input(L.dctx16, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx16, map,
+                               c.wt(lp.ao), L.dao16);
   } else {
     linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
                     c.wt(lp.ao), A.ctx16, GradInto::overwrite);

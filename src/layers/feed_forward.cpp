@@ -30,11 +30,9 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
   const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
   if (a.h16) {
     LF_DCHECK(s.dG16 && s.dy16 && wt(out).backward, "FeedForward: no bf16 scratch");
-    // dy rounded once (b2's gradient summed in the same pass); d(g) = dy W2 written in bf16.
-    const uint16_t* dy16 = round_output_gradient(s.dy16, grad(out.b), dy, R, D);
-    linear_backward(nullptr, grad(out.w), nullptr, nullptr, nullptr, out.w, second, t, wt(out),
-                    a.g16, GradInto::add, dy16);  // W2's gradient first, as linear_backward
-    wt(out).backward->apply_bf16(s.dG16, dy16, R, nullptr);
+    // d(g) = dy W2 written in bf16 (dy rounded once, b2's and W2's gradients first).
+    linear_backward_bf16_input(s.dG16, grad(out.w), grad(out.b), dy, a.g16, second, wt(out),
+                               s.dy16);
     // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.
     gelu_backward_round(s.dG16, grad(inter.b), s.dG16, a.h16, R, F);
     linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, wt(inter), x16, into,

@@ -359,10 +359,9 @@ void Model::init_some(uint64_t seed, const std::vector<std::string>& names) {
 }
 void Model::zero_grad() {
   PhaseScope ps(Phase::optimizer);
-  impl_->gbase();
+  float* g = impl_->gbase();
   // In parallel: one thread's memset reaches about half of the memory bandwidth here, and the
   // gradients are as large as the weights (60 MB for a RoBERTa-base-sized layer).
-  float* g = impl_->grads.data();
   parallel_for(0, static_cast<int64_t>(impl_->grads.size()), 1 << 16, [&](int64_t a, int64_t b) {
     std::memset(g + a, 0, static_cast<size_t>(b - a) * sizeof(float));
   });

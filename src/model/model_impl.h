@@ -87,8 +87,9 @@ struct Model::Impl : Layout {
   bool ffn_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_ff);
   }
-  // Whether training on R rows runs the query map's product in bf16 and keeps the queries in
-  // bf16 only (LayerAct::q16): the attention products that read them run in bf16.
+  // Whether training on R rows runs the query and output maps' products in bf16, keeping the
+  // queries and the context gradient in bf16 only (LayerAct::q16, Layout::dctx16); an
+  // attention product too small for bf16 widens them.
   bool queries_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_model);
   }
