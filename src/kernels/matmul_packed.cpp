@@ -202,13 +202,16 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
     M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
     const Impl::Entry& en = im.get(M, e, bias != nullptr, nested, out16);
-    void* src = const_cast<float*>(x + r0 * im.K);
+    // x is null when only the rounded input is given: offset whichever pointer is used.
+    void* src = nullptr;
     if (im.type == ComputeType::bf16 && x16) {
       src = const_cast<uint16_t*>(x16 + r0 * im.K);
     } else if (im.type == ComputeType::bf16) {
       uint16_t* b = grow(xb, static_cast<size_t>(M * im.K));
       to_bf16(b, x + r0 * im.K, M, im.K, im.K);
       src = b;
+    } else {
+      src = const_cast<float*>(x + r0 * im.K);
     }
     dnnl::memory sm({{M, im.K}, t, tag::ab}, cpu_engine(), src);
     void* dst = out16 ? static_cast<void*>(static_cast<uint16_t*>(out) + r0 * im.N)
