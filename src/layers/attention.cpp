@@ -417,7 +417,8 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
 }
 
 void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
-                         const float* mask, const SeqProjDims& dims, ComputeType prec) {
+                         const float* mask, const SeqProjDims& dims, ComputeType prec,
+                         const uint16_t* x16) {
   check(dims, "seq_project_forward");
   LF_DCHECK(out && E && x && (!mask || Ebm),
             "seq_project_forward: null output, E or input, or no Ebm for a mask");
@@ -450,12 +451,13 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
     });
   }
   gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx}, 0.f,
-               out, BatchLayout{K * ldo, 0, ldo});
+               out, BatchLayout{K * ldo, 0, ldo}, Bf16Inputs{nullptr, x16});
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
-                          const SeqProjDims& dims, float* scratch, ComputeType prec) {
+                          const SeqProjDims& dims, float* scratch, ComputeType prec,
+                          const uint16_t* x16) {
   check(dims, "seq_project_backward");
   LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && scratch)),
             "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");
@@ -475,7 +477,7 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   if (!dE) return;
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
   gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,
-               BatchLayout{K * N, 0, N}, Bf16Inputs{dout16, nullptr});
+               BatchLayout{K * N, 0, N}, Bf16Inputs{dout16, x16});
   parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       float* g = dE + j * ldE;

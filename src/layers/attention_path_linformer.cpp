@@ -122,9 +122,12 @@ class ProjectInputPath final : public LinformerPath {
                      const float* in) const override {
     const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
-    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
+    // bf16 training: the products read the layer input as rounded once (A.in16).
+    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision,
+                        A.in16);
     if (lp.slot_v != lp.slot_k)
-      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
+      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision,
+                          A.in16);
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
     linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision, c.wt(lp.k));
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
@@ -157,11 +160,11 @@ class ProjectInputPath final : public LinformerPath {
     float* grads = c.grad.grads;
     const SeqProjDims sd = dims(c, lp);
     seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k), in,
-                         c.mask, sd, L.proj_scratch, c.precision);
+                         c.mask, sd, L.proj_scratch, c.precision, A.in16);
     P.reduce_grad(lp.slot_k, grads);
     if (!one) {
       seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v), in,
-                           c.mask, sd, L.proj_scratch, c.precision);
+                           c.mask, sd, L.proj_scratch, c.precision, A.in16);
       P.reduce_grad(lp.slot_v, grads);
     }
   }
