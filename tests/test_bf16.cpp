@@ -282,6 +282,34 @@ TEST(GemmBatched, OperandGivenOnlyRounded) {
   }
 }
 
+// A bf16 output (C16, as attention's context in bf16 training): the same product as with an
+// f32 output, rounded, in both the bf16 product and the f32 one; one head of two only (the
+// head columns interleave in C's layout), so the other head's columns must stay untouched.
+TEST(GemmBatched, Bf16OutputIsTheRoundedF32Output) {
+  const int64_t nh = 1, N = 48, K = 32, ld = 2 * N;
+  for (int64_t M : {64, 4}) {  // 64: the bf16 product; 4: below its size, f32
+    const int64_t nb = M == 64 ? 8 : 1;
+    ASSERT_EQ(gemm_batched_runs_bf16(ComputeType::bf16, nb, nh, M, N, K), M == 64);
+    const BatchLayout la{M * K, 0, K}, lb{K * N, 0, N}, lc{M * ld, 0, ld};
+    auto A = test::random_vec(nb * M * K, 23), B = test::random_vec(nb * K * N, 24);
+    std::vector<float> C(nb * M * ld, 0.f);
+    gemm_batched(ComputeType::bf16, nb, nh, false, false, M, N, K, 1.f, A.data(), la, B.data(), lb,
+                 0.f, C.data(), lc);
+    const uint16_t kMark = 0x7fc1;  // a NaN pattern no product writes here
+    std::vector<uint16_t> C16(C.size(), kMark), want(C.size(), kMark);
+    gemm_batched(ComputeType::bf16, nb, nh, false, false, M, N, K, 1.f, A.data(), la, B.data(), lb,
+                 0.f, nullptr, lc, {}, C16.data());
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t r = 0; r < M; ++r) {
+        const int64_t o = b * lc.sb + r * ld;
+        vm::to_bf16_n(want.data() + o, C.data() + o, N);
+      }
+    int64_t bad = 0;
+    for (size_t i = 0; i < C16.size(); ++i) bad += C16[i] != want[i];
+    EXPECT_EQ(bad, 0) << "M=" << M << ": elements differing from the rounded f32 output";
+  }
+}
+
 // One MLM training step (forward, loss, backward) of m in precision p on fixed data: the loss
 // and the gradients.
 double bf16_test_step(Model& m, ComputeType p, std::vector<float>* grad) {

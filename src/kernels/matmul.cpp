@@ -72,7 +72,7 @@ Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
 }
 
 // Runs p on the operands at a, b and c (and its bias).
-void run(const Product& p, const void* a, const void* b, float* c, const float* bias = nullptr) {
+void run(const Product& p, const void* a, const void* b, void* c, const float* bias = nullptr) {
   thread_local dnnl::stream strm(cpu_engine());
   dnnl::memory ma(p.a, cpu_engine(), const_cast<void*>(a)),
       mb(p.b, cpu_engine(), const_cast<void*>(b)), mc(p.c, cpu_engine(), c);
@@ -167,9 +167,10 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 
 namespace {
 
-// A batched product's shape and layouts: everything its oneDNN primitive depends on.
+// A batched product's shape and layouts: everything its oneDNN primitive depends on (the
+// last flag: the output written in bf16).
 using BatchedKey = std::tuple<bool, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float,
-                              float, std::array<int64_t, 9>>;
+                              float, std::array<int64_t, 9>, bool>;
 
 // Floats from an operand's first element to one past its last one.
 int64_t span(int64_t nb, int64_t nh, int64_t rows, int64_t cols, BatchLayout l) {
@@ -182,7 +183,7 @@ const Product& batched_product(const BatchedKey& key) {
   if (it != cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
-  const auto [bf16, nb, nh, ta, tb, M, N, K, alpha, beta, st] = key;
+  const auto [bf16, nb, nh, ta, tb, M, N, K, alpha, beta, st, out16] = key;
   const dt in = bf16 ? dt::bf16 : dt::f32;
   // Logical op(A) is M x K; a transposed operand swaps its last two strides. A broadcast
   // dimension has extent 1 and is given the stride of a dense layout (oneDNN takes a zero
@@ -196,7 +197,7 @@ const Product& batched_product(const BatchedKey& key) {
   };
   const auto a = desc(M, K, st[0], st[1], st[2], ta, in);
   const auto b = desc(K, N, st[3], st[4], st[5], tb, in);
-  const auto c = desc(M, N, st[6], st[7], st[8], false, dt::f32);
+  const auto c = desc(M, N, st[6], st[7], st[8], false, out16 ? dt::bf16 : dt::f32);
   return cache.emplace(key, make_product(a, b, c, alpha, beta)).first->second;
 }
 
@@ -231,8 +232,11 @@ const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, 
 
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
                   int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
-                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre) {
-  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) && C,
+                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre,
+                  uint16_t* C16) {
+  LF_DCHECK(!C16 || beta == 0.f, "gemm_batched: a bf16 output takes no beta");
+  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) &&
+                (C || C16),
             "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
             " K=", K);
   LF_DCHECK(la.ld >= (trans_a ? M : K) && lb.ld >= (trans_b ? K : N) && lc.ld >= N &&
@@ -247,11 +251,17 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
     thread_local Buffer<float> awide, bwide;
     if (!A) A = widen_batch(awide, nb, nh, trans_a ? K : M, trans_a ? M : K, la, pre.a);
     if (!B) B = widen_batch(bwide, nb, nh, trans_b ? N : K, trans_b ? K : N, lb, pre.b);
+    // A bf16 output: each matrix into this thread's tile, then rounded into place.
+    thread_local Buffer<float> tile;
     parallel_for(0, nb * nh, 1, [&](int64_t i0, int64_t i1) {
+      if (C16 && tile.size() < static_cast<size_t>(M * N)) tile.resize(M * N);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t b = i / nh, h = i % nh;
+        const int64_t b = i / nh, h = i % nh, co = b * lc.sb + h * lc.sh;
         gemm(ComputeType::f32, trans_a, trans_b, M, N, K, alpha, A + b * la.sb + h * la.sh, la.ld,
-             B + b * lb.sb + h * lb.sh, lb.ld, beta, C + b * lc.sb + h * lc.sh, lc.ld);
+             B + b * lb.sb + h * lb.sh, lb.ld, beta, C16 ? tile.data() : C + co,
+             C16 ? N : lc.ld);
+        if (C16)
+          for (int64_t r = 0; r < M; ++r) vm::to_bf16_n(C16 + co + r * lc.ld, tile.data() + r * N, N);
       }
     });
     return;
@@ -273,8 +283,9 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
       K,
       alpha,
       beta,
-      std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb, lc.sh, lc.ld}};
-  run(batched_product(key), a, b, C);
+      std::array<int64_t, 9>{la.sb, la.sh, la.ld, lb.sb, lb.sh, lb.ld, lc.sb, lc.sh, lc.ld},
+      C16 != nullptr};
+  run(batched_product(key), a, b, C16 ? static_cast<void*>(C16) : static_cast<void*>(C));
 }
 
 void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -64,9 +64,12 @@ struct BatchLayout {
 // shared by two products or kept only in bf16; used when the product runs in bf16. An f32
 // operand may be null when its rounded copy is given: a product that runs in f32 then widens
 // the copy.
+// C16 (or null): the output written in bf16 instead, in C's layout (C may then be null; beta
+// must be 0): by the product itself when it runs in bf16, else rounded matrix by matrix.
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
                   int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
-                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre = {});
+                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre = {},
+                  uint16_t* C16 = nullptr);
 // Whether gemm_batched(t, nb, nh, ..., M, N, K, ...) runs in bf16.
 bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N, int64_t K);
 // An operand of gemm_batched (nb x nh matrices of rows x cols as stored, in layout l) rounded

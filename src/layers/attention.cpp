@@ -107,7 +107,7 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
                                const float* vv, const float* key_mask, const AttnDims& d,
                                float scale, float p_drop, uint64_t seed, uint64_t stream,
                                float* scratch, ComputeType prec, int64_t first_b, uint16_t* probs16,
-                               const uint16_t* q16) {
+                               const uint16_t* q16, uint16_t* ctx16) {
   const int64_t tile = d.N * d.Lk;
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
@@ -132,13 +132,14 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
     });
     if (P16) {
       gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, P, probs_layout(d),
-                   vv + ko, rows_layout(d, d.Lk), 0.f, ctx + qo, rows_layout(d, d.N),
-                   Bf16Inputs{P16 + (k.b0 * d.H + k.h0) * tile, nullptr});
+                   vv + ko, rows_layout(d, d.Lk), 0.f, ctx ? ctx + qo : nullptr,
+                   rows_layout(d, d.N), Bf16Inputs{P16 + (k.b0 * d.H + k.h0) * tile, nullptr},
+                   ctx16 ? ctx16 + qo : nullptr);
       return;
     }
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, drop ? scratch : P,
                  drop ? block_layout(d, k) : probs_layout(d), vv + ko, rows_layout(d, d.Lk), 0.f,
-                 ctx + qo, rows_layout(d, d.N));
+                 ctx ? ctx + qo : nullptr, rows_layout(d, d.N), {}, ctx16 ? ctx16 + qo : nullptr);
   });
 }
 
@@ -147,16 +148,17 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
-                       int64_t first_b, uint16_t* probs16, const uint16_t* q16) {
+                       int64_t first_b, uint16_t* probs16, const uint16_t* q16,
+                       uint16_t* ctx16) {
   check(d, "attention_forward");
-  LF_DCHECK(ctx && (q || (q16 && probs)) && kk && vv,
+  LF_DCHECK((ctx || (ctx16 && probs)) && (q || (q16 && probs)) && kk && vv,
             "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
   PhaseScope ps(Phase::attention);
   if (probs) {
     attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,
-                              scratch, prec, first_b, probs16, q16);
+                              scratch, prec, first_b, probs16, q16, ctx16);
     return;
   }
   // Inference: one (sequence, head) at a time per thread, its scores in the thread's scratch.

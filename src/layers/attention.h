@@ -26,7 +26,10 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch,
                        ComputeType t = ComputeType::f32, int64_t first_b = 0,
-                       uint16_t* probs16 = nullptr, const uint16_t* q16 = nullptr);
+                       uint16_t* probs16 = nullptr, const uint16_t* q16 = nullptr,
+                       uint16_t* ctx16 = nullptr);
+// ctx16 (training, with probs; or null): the context [R,D] written in bf16 instead of ctx,
+// which may then be null (bf16 training keeps it so, as the output map reads it).
 // Accumulates into dq, dkk, dvv (writes over them with GradInto::overwrite).
 // probs16 (bf16 training, with probs; or null): [B,H,N,Lk] bf16, the probabilities that
 // multiply V (after dropout), written by forward in its softmax pass when the products run in

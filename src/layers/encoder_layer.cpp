@@ -131,11 +131,12 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
   }
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
+  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it.
   attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
                     c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
-                    c.first, c.train ? A.probs16 : nullptr, A.q16);
+                    c.first, c.train ? A.probs16 : nullptr, A.q16, A.ctx ? nullptr : A.ctx16);
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
-                 c.round16(A.ctx16, A.ctx, R, D));
+                 A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   residual_add(A.a, x_in, L.tmp, R * D);
   const float* ffn_base;

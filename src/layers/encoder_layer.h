@@ -51,7 +51,8 @@ struct LayerAct {
   const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
   float* probs = nullptr;           // [B,H,N,Lk] (training only)
   uint16_t* probs16 = nullptr;      // bf16 training: the probabilities that multiply V, in bf16
-  float* ctx = nullptr;             // [R,D]
+  float* ctx = nullptr;             // [R,D] (null when the output map's products run in bf16:
+                                    // attention then writes ctx16 only)
   float* a = nullptr;               // x + attention branch [R,D]
   float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
   float* ffn_in = nullptr;                                                       // [R,D]

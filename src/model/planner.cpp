@@ -58,7 +58,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     max_tile = std::max(max_tile, Lk);
     A.probs = c.take<float>(B * H * N * Lk);
     if (train_compute == ComputeType::bf16) A.probs16 = c.take<uint16_t>(B * H * N * Lk);
-    A.ctx = c.take<float>(R * D);
+    if (!queries_bf16_only(R)) A.ctx = c.take<float>(R * D);  // else in bf16 only (A.ctx16)
     A.a = c.take<float>(R * D);
     A.mean1 = c.take<float>(R);
     A.rstd1 = c.take<float>(R);
