@@ -10,6 +10,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 #include "linformer/rng.h"
 #include "test_util.h"
 
@@ -177,15 +178,13 @@ TEST(Gemm, EmptyOutputTouchesNothing) {
 // ---------------------------------------------------------------------------------------------
 // Row-wise and element-wise kernels
 
-TEST(Kernel, LayerNormMatchesLoop) {
-  const int64_t rows = 7, C = 37;
-  const float eps = 1e-5f;
-  std::vector<float> x = test::random_vec(rows * C, 3, 2.f);
-  for (int64_t i = 0; i < C; ++i) x[i] += 5.f;       // a row with a large mean
-  for (int64_t i = 0; i < C; ++i) x[C + i] = 0.25f;  // a constant row: variance 0
-  std::vector<float> w = test::random_vec(C, 4), b = test::random_vec(C, 5);
-  std::vector<float> y(rows * C), mean(rows), rstd(rows);
-  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+namespace {
+
+// y, mean, rstd of a LayerNorm of x [rows, C] against a double-precision loop.
+void expect_layernorm_of(const std::vector<float>& x, const std::vector<float>& y,
+                         const std::vector<float>& mean, const std::vector<float>& rstd,
+                         const std::vector<float>& w, const std::vector<float>& b, int64_t rows,
+                         int64_t C, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     double m = 0, v = 0;
     for (int64_t i = 0; i < C; ++i) m += x[r * C + i];
@@ -200,7 +199,39 @@ TEST(Kernel, LayerNormMatchesLoop) {
       EXPECT_NEAR(y[r * C + i], want, 2e-6 * (1 + std::abs(want))) << r << "," << i;
     }
   }
+}
+
+}  // namespace
+
+TEST(Kernel, LayerNormMatchesLoop) {
+  const int64_t rows = 7, C = 37;
+  const float eps = 1e-5f;
+  std::vector<float> x = test::random_vec(rows * C, 3, 2.f);
+  for (int64_t i = 0; i < C; ++i) x[i] += 5.f;       // a row with a large mean
+  for (int64_t i = 0; i < C; ++i) x[C + i] = 0.25f;  // a constant row: variance 0
+  std::vector<float> w = test::random_vec(C, 4), b = test::random_vec(C, 5);
+  std::vector<float> y(rows * C), mean(rows), rstd(rows);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+  expect_layernorm_of(x, y, mean, rstd, w, b, rows, C, eps);
   // In place is not promised for layernorm; gelu and softmax state it, tested below.
+}
+
+// The residual sum and its LayerNorm in one pass: the sum exactly x1 + x2, the LayerNorm of
+// that sum against the loop, and the bf16 copy the rounding of the f32 output.
+TEST(Kernel, AddLayerNormIsTheLayerNormOfTheSum) {
+  const int64_t rows = 9, C = 40;
+  const float eps = 1e-5f;
+  const std::vector<float> x1 = test::random_vec(rows * C, 6, 2.f),
+                           x2 = test::random_vec(rows * C, 7, 3.f);
+  const std::vector<float> w = test::random_vec(C, 8), b = test::random_vec(C, 9);
+  std::vector<float> sum(rows * C), y(rows * C), mean(rows), rstd(rows);
+  std::vector<uint16_t> y16(rows * C), want16(rows * C);
+  add_layernorm_forward(sum.data(), y.data(), mean.data(), rstd.data(), x1.data(), x2.data(),
+                        w.data(), b.data(), rows, C, eps, y16.data());
+  for (int64_t i = 0; i < rows * C; ++i) ASSERT_EQ(sum[i], x1[i] + x2[i]) << i;
+  expect_layernorm_of(sum, y, mean, rstd, w, b, rows, C, eps);
+  vm::to_bf16_n(want16.data(), y.data(), rows * C);
+  EXPECT_EQ(y16, want16);
 }
 
 TEST(Kernel, GeluIsExactErfForm) {

@@ -149,6 +149,30 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
   Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
 }
 
+namespace {
+
+// LayerNorm of one row x [C] into y (and y16), its mean and 1/std into *mean, *rstd (either
+// may be null). s: the row's sum, taken by the caller in its own pass over x (double
+// accumulators, vectorised); then the variance about the mean and one fused normalise pass.
+void layernorm_row(float* y, uint16_t* y16, float* mean, float* rstd, const float* x, double s,
+                   const float* w, const float* b, int64_t C, float eps) {
+  const float m = static_cast<float>(s / C);
+  double v = 0.0;
+#pragma omp simd reduction(+ : v)
+  for (int64_t i = 0; i < C; ++i) {
+    const float d = x[i] - m;
+    v += static_cast<double>(d) * d;
+  }
+  const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
+#pragma omp simd
+  for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
+  if (y16) vm::to_bf16_n(y16, y, C);
+  if (mean) *mean = m;
+  if (rstd) *rstd = rs;
+}
+
+}  // namespace
+
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps, uint16_t* out16) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
@@ -157,24 +181,33 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
-      float* y = out + r * C;
-      // Two passes with double accumulators (vectorised), then one fused normalise pass.
       double s = 0.0;
 #pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < C; ++i) s += x[i];
-      const float m = static_cast<float>(s / C);
-      double v = 0.0;
-#pragma omp simd reduction(+ : v)
+      layernorm_row(out + r * C, out16 ? out16 + r * C : nullptr, mean ? mean + r : nullptr,
+                    rstd ? rstd + r : nullptr, x, s, w, b, C, eps);
+    }
+  });
+}
+
+void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
+                           const float* y, const float* w, const float* b, int64_t rows, int64_t C,
+                           float eps, uint16_t* out16) {
+  LF_DCHECK(rows >= 0 && C > 0, "add_layernorm_forward: bad shape rows=", rows, " C=", C);
+  LF_DCHECK(rows == 0 || (sum && out && x && y && w && b), "add_layernorm_forward: null pointer");
+  PhaseScope ps(Phase::elementwise);
+  parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * C, *yr = y + r * C;
+      float* a = sum + r * C;
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < C; ++i) {
-        const float d = x[i] - m;
-        v += static_cast<double>(d) * d;
+        a[i] = xr[i] + yr[i];
+        s += a[i];
       }
-      const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
-#pragma omp simd
-      for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
-      if (out16) vm::to_bf16_n(out16 + r * C, y, C);
-      if (mean) mean[r] = m;
-      if (rstd) rstd[r] = rs;
+      layernorm_row(out + r * C, out16 ? out16 + r * C : nullptr, mean ? mean + r : nullptr,
+                    rstd ? rstd + r : nullptr, a, s, w, b, C, eps);
     }
   });
 }

@@ -73,6 +73,12 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps,
                        uint16_t* out16 = nullptr);
+// The residual sum and the LayerNorm after it in one pass: sum = x + y, then
+// layernorm_forward(out, mean, rstd, sum, ...), each row normalised while its sum is in cache.
+// The same values as the two steps apart.
+void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
+                           const float* y, const float* w, const float* b, int64_t rows, int64_t C,
+                           float eps, uint16_t* out16 = nullptr);
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
                         int64_t C, GradInto into = GradInto::add);

@@ -138,23 +138,23 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
                  A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
-  residual_add(A.a, x_in, L.tmp, R * D);
+  // a = x + attention branch, and the LayerNorm before the FFN, in one pass.
   const float* ffn_base;
   if (!pre) {
-    layernorm_forward(A.ffn_in, A.mean1, A.rstd1, A.a, lp.ln_attn.w, lp.ln_attn.b, R, D, eps,
-                      A.ffn_in16);
+    add_layernorm_forward(A.a, A.ffn_in, A.mean1, A.rstd1, x_in, L.tmp, lp.ln_attn.w, lp.ln_attn.b,
+                          R, D, eps, A.ffn_in16);
     ffn_base = A.ffn_in;
   } else {
-    layernorm_forward(A.ffn_in, A.mean2, A.rstd2, A.a, lp.ln_out.w, lp.ln_out.b, R, D, eps,
-                      A.ffn_in16);
+    add_layernorm_forward(A.a, A.ffn_in, A.mean2, A.rstd2, x_in, L.tmp, lp.ln_out.w, lp.ln_out.b,
+                          R, D, eps, A.ffn_in16);
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
-    residual_add(A.f, ffn_base, L.tmp, R * D);
-    layernorm_forward(x_out, A.mean2, A.rstd2, A.f, lp.ln_out.w, lp.ln_out.b, R, D, eps, x_out16);
+    add_layernorm_forward(A.f, x_out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
+                          D, eps, x_out16);
   } else {
     residual_add(x_out, ffn_base, L.tmp, R * D);
   }
