@@ -234,6 +234,43 @@ TEST(Kernel, AddLayerNormIsTheLayerNormOfTheSum) {
   EXPECT_EQ(y16, want16);
 }
 
+// layernorm_backward's RoundedGrad: the bf16 copy of dropout_backward(dx) and its column sums,
+// against the separate steps (layernorm_backward, dropout_backward, round_output_gradient),
+// without dropout and with it, and with the parameter gradients and dx unchanged.
+TEST(Kernel, LayerNormBackwardRoundsTheNextGradient) {
+  const int64_t rows = 37, C = 24;
+  const float eps = 1e-5f;
+  const std::vector<float> x = test::random_vec(rows * C, 11, 2.f),
+                           dy = test::random_vec(rows * C, 12), w = test::random_vec(C, 13),
+                           b = test::random_vec(C, 14);
+  std::vector<float> y(rows * C), mean(rows), rstd(rows);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, C, eps);
+  for (float p : {0.f, 0.3f}) {
+    std::vector<float> dx(rows * C), dw(C, 0.5f), db(C, 0.25f), g(rows * C), cs(C, 1.f);
+    std::vector<uint16_t> g16(rows * C);
+    layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                       rstd.data(), rows, C, GradInto::overwrite);
+    dropout_backward(g.data(), dx.data(), rows * C, p, 5, 6, 7, GradInto::overwrite);
+    round_output_gradient(g16.data(), cs.data(), g.data(), rows, C);
+
+    std::vector<float> dx2(rows * C), dw2(C, 0.5f), db2(C, 0.25f), cs2(C, 1.f);
+    std::vector<uint16_t> h16(rows * C);
+    const RoundedGrad also{h16.data(), cs2.data(), p, 5, 6, 7};
+    layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), rows, C, GradInto::overwrite, &also);
+    EXPECT_EQ(dx2, dx) << "p=" << p;
+    EXPECT_EQ(dw2, dw) << "p=" << p;
+    EXPECT_EQ(db2, db) << "p=" << p;
+    EXPECT_EQ(h16, g16) << "p=" << p;
+    for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(cs2[c], cs[c], 1e-5f) << "p=" << p << " c=" << c;
+    if (p > 0.f) {  // the mask was applied: some rows of g differ from dx
+      int64_t dropped = 0;
+      for (int64_t i = 0; i < rows * C; ++i) dropped += g[i] == 0.f && dx[i] != 0.f;
+      EXPECT_GT(dropped, 0);
+    }
+  }
+}
+
 TEST(Kernel, GeluIsExactErfForm) {
   const int64_t n = 2001;
   std::vector<float> x(n), y(n), y2(n);

@@ -143,13 +143,40 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
   LF_DCHECK(
       linear_backward_runs_bf16(ComputeType::bf16, d) && Wt.backward && dinp16 && inp16 && dout16,
       "linear_backward_bf16_input: needs bf16 products, a packed weight and bf16 buffers");
-  const uint16_t* g16 = round_output_gradient(dout16, db, dout, d.rows, d.out);
+  const uint16_t* g16 = dout ? round_output_gradient(dout16, db, dout, d.rows, d.out) : dout16;
   linear_backward(nullptr, dW, nullptr, nullptr, nullptr, nullptr, d, ComputeType::bf16, Wt, inp16,
                   GradInto::add, g16);
   Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
 }
 
 namespace {
+
+// Element j of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, j / 4) (the
+// (j % 4)-th group) are >= round(p * 65536): one hash serves four elements. Buffer element i
+// is mask element j = first + i.
+struct DropoutMask {
+  uint64_t key;
+  uint32_t threshold;
+  int64_t first;
+  DropoutMask(float p, uint64_t seed, uint64_t stream, int64_t first_index)
+      : key(rng_key(seed, stream)),
+        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
+        first(first_index) {}
+  // Calls f(i, keep) for i in [i0, i1).
+  template <typename F>
+  void for_range(int64_t i0, int64_t i1, const F& f) const {
+    uint64_t group = ~uint64_t{0}, h = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint64_t j = static_cast<uint64_t>(first + i);
+      const uint64_t g = j >> 2;
+      if (g != group) {
+        group = g;
+        h = rng_bits_keyed(key, g);
+      }
+      f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
+    }
+  }
+};
 
 // LayerNorm of one row x [C] into y (and y16), its mean and 1/std into *mean, *rstd (either
 // may be null). s: the row's sum, taken by the caller in its own pass over x (double
@@ -214,22 +241,30 @@ void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, con
 
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
-                        int64_t C, GradInto into) {
+                        int64_t C, GradInto into, const RoundedGrad* also) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_backward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (dinp && dw && db && dout && inp && w && mean && rstd),
             "layernorm_backward: null pointer");
+  LF_DCHECK(!also || (also->g16 && also->colsum), "layernorm_backward: incomplete RoundedGrad");
   PhaseScope ps(Phase::elementwise);
   // One pass over the rows: each thread adds its rows' share of the parameter gradients into
   // its own partial sums (added in thread order at the end) while it writes their dx.
   thread_local Buffer<float> partial;
   const int nt = num_threads();
-  if (partial.size() < static_cast<size_t>(nt * 2 * C)) partial.resize(nt * 2 * C);
+  const int64_t per = (also ? 3 : 2) * C;  // dw, db (and also->colsum) partial sums
+  if (partial.size() < static_cast<size_t>(nt * per)) partial.resize(nt * per);
   float* part = partial.data();
-  std::fill(part, part + nt * 2 * C, 0.f);
+  std::fill(part, part + nt * per, 0.f);
   const bool add = into == GradInto::add;
+  const bool drop = also && also->p > 0.f;
+  const DropoutMask mask(drop ? also->p : 0.f, drop ? also->seed : 0, drop ? also->stream : 0,
+                         drop ? also->first : 0);
+  const float keep_scale = drop ? 1.f / (1.f - also->p) : 1.f;
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
-    float* pw = part + thread_id() * 2 * C;
+    float* pw = part + thread_id() * per;
     float* pb = pw + C;
+    thread_local Buffer<float> dropped;  // this thread's row of g, with dropout
+    if (drop && dropped.size() < static_cast<size_t>(C)) dropped.resize(C);
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
       const float* g = dout + r * C;
@@ -251,13 +286,29 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
         const float xhat = (x[i] - m) * rs;
         dx[i] = (add ? dx[i] : 0.f) + rs * (g[i] * w[i] - mg - xhat * mgx);
       }
+      if (!also) continue;
+      const float* gr = dx;  // the row of dropout_backward(dx), as dropout_backward writes it
+      if (drop) {
+        float* t = dropped.data();
+        mask.for_range(r * C, (r + 1) * C, [&](int64_t i, bool keep) {
+          t[i - r * C] = keep ? 0.f + dx[i - r * C] * keep_scale : 0.f;
+        });
+        gr = t;
+      }
+      vm::to_bf16_n(also->g16 + r * C, gr, C);
+      float* pc = pb + C;
+#pragma omp simd
+      for (int64_t i = 0; i < C; ++i) pc[i] += gr[i];
     }
   });
   for (int t = 0; t < nt; ++t)
     for (int64_t c = 0; c < C; ++c) {
-      dw[c] += part[t * 2 * C + c];
-      db[c] += part[t * 2 * C + C + c];
+      dw[c] += part[t * per + c];
+      db[c] += part[t * per + C + c];
     }
+  if (also)
+    for (int t = 0; t < nt; ++t)
+      for (int64_t c = 0; c < C; ++c) also->colsum[c] += part[t * per + 2 * C + c];
 }
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
@@ -419,35 +470,6 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
     }
   });
 }
-
-namespace {
-// Element j of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, j / 4) (the
-// (j % 4)-th group) are >= round(p * 65536): one hash serves four elements. Buffer element i
-// is mask element j = first + i.
-struct DropoutMask {
-  uint64_t key;
-  uint32_t threshold;
-  int64_t first;
-  DropoutMask(float p, uint64_t seed, uint64_t stream, int64_t first_index)
-      : key(rng_key(seed, stream)),
-        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
-        first(first_index) {}
-  // Calls f(i, keep) for i in [i0, i1).
-  template <typename F>
-  void for_range(int64_t i0, int64_t i1, const F& f) const {
-    uint64_t group = ~uint64_t{0}, h = 0;
-    for (int64_t i = i0; i < i1; ++i) {
-      const uint64_t j = static_cast<uint64_t>(first + i);
-      const uint64_t g = j >> 2;
-      if (g != group) {
-        group = g;
-        h = rng_bits_keyed(key, g);
-      }
-      f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
-    }
-  }
-};
-}  // namespace
 
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream, int64_t first) {

@@ -63,7 +63,8 @@ const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dou
 // packed (Wt.backward): the input gradient written in bf16 only, dinp16 [rows, in], as the
 // next bf16 products read it. dout is rounded once into dout16 [rows, out] with its column
 // sums added to db, then dW += dout^T inp16 (first, while dout16 is in cache), then
-// dinp16 = dout W.
+// dinp16 = dout W. dout null: dout16 already holds the rounded gradient and db its sums
+// (layernorm_backward's RoundedGrad).
 void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const float* dout,
                                 const uint16_t* inp16, const LinearDims& d, const TrainWeight& Wt,
                                 uint16_t* dout16);
@@ -79,9 +80,22 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
                            float eps, uint16_t* out16 = nullptr);
+// What layernorm_backward may also make of the input gradient dx it writes, in the same pass
+// (bf16 training, where dx is the output gradient of a linear map behind a dropout): g =
+// dropout_backward(dx) (p = 0: g = dx; else the mask of dropout_backward with this seed,
+// stream and first), rounded to bf16 into g16 [rows, C], its column sums added to colsum
+// (that map's bias gradient). The same values as round_output_gradient of g.
+struct RoundedGrad {
+  uint16_t* g16 = nullptr;
+  float* colsum = nullptr;
+  float p = 0.f;
+  uint64_t seed = 0, stream = 0;
+  int64_t first = 0;
+};
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int64_t rows,
-                        int64_t C, GradInto into = GradInto::add);
+                        int64_t C, GradInto into = GradInto::add,
+                        const RoundedGrad* also = nullptr);
 
 // GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
 void gelu_forward(float* out, const float* inp, int64_t n);

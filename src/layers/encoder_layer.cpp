@@ -38,6 +38,8 @@ const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uin
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
 // d(attention input) `din` (added to it, or written over it with GradInto::overwrite). dao
 // may alias din: it is read in full (by the output map's backward) before din is written.
+// dao null: L.dao16 already holds it rounded, its column sums added to the output map's bias
+// gradient (bf16 output-map products only).
 void attention_branch_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                                const float* in, float* din, const float* dao, GradInto into) {
   const Config& cfg = *c.cfg;
@@ -48,6 +50,7 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
     linear_backward_bf16_input(L.dctx16, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx16, map,
                                c.wt(lp.ao), L.dao16);
   } else {
+    LF_DCHECK(dao, "attention_branch_backward: a pre-rounded gradient needs bf16 products");
     linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
                     c.wt(lp.ao), A.ctx16, GradInto::overwrite);
   }
@@ -173,17 +176,22 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   const GradMap& g = c.grad;
   if (cfg.norm == NormPlacement::post) {
+    // bf16 products: each LayerNorm's backward also writes the gradient the next map's
+    // products read (after the branch's dropout), rounded, with that map's bias gradient.
+    const RoundedGrad ffn_out{L.dy16, g(lp.out.b), p, c.seed, s_ffn, f0};
+    const RoundedGrad attn_out{L.dao16, g(lp.ao.b), p, c.seed, s_attn, f0};
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
-                       A.rstd2, R, D, GradInto::overwrite);  // d f
+                       A.rstd2, R, D, GradInto::overwrite, L.dy16 ? &ffn_out : nullptr);  // d f
     // d ffn_in = d f (the residual path) + the FFN's input gradient, added onto d1 in place
     // (the FFN reads its output gradient, d1 itself without dropout, before writing).
-    ffn.backward(L.d1, dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0), A.ffn_in, A.ffn_in16,
-                 R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
+    ffn.backward(L.d1, L.dy16 ? nullptr : dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0),
+                 A.ffn_in, A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d1, A.a, lp.ln_attn.w, A.mean1,
-                       A.rstd1, R, D, GradInto::overwrite);  // d a
-    attention_branch_backward(c, lp, A, l, x_in, L.dres,
-                              dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
-                              GradInto::add);
+                       A.rstd1, R, D, GradInto::overwrite, L.dao16 ? &attn_out : nullptr);  // d a
+    attention_branch_backward(
+        c, lp, A, l, x_in, L.dres,
+        L.dao16 ? nullptr : dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
+        GradInto::add);
   } else {
     ffn.backward(L.d2, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
                  A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::overwrite);

@@ -30,7 +30,8 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
   const LinearDims first{/*rows=*/R, /*in=*/D, /*out=*/F}, second{/*rows=*/R, /*in=*/F, /*out=*/D};
   if (a.h16) {
     LF_DCHECK(s.dG16 && s.dy16 && wt(out).backward, "FeedForward: no bf16 scratch");
-    // d(g) = dy W2 written in bf16 (dy rounded once, b2's and W2's gradients first).
+    // d(g) = dy W2 written in bf16 (dy rounded once, b2's and W2's gradients first; dy null:
+    // s.dy16 came rounded, with b2's gradient, from the LayerNorm's backward).
     linear_backward_bf16_input(s.dG16, grad(out.w), grad(out.b), dy, a.g16, second, wt(out),
                                s.dy16);
     // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.

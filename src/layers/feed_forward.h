@@ -34,7 +34,9 @@ struct FeedForward {
   void forward(float* y, const float* x, const uint16_t* x16, int64_t R, const FfnActs& a) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
   // through grad. x, x16, a: as in forward. dy may alias dx: it is read in full before dx is
-  // written.
+  // written. dy may be null when the products run in bf16 (a.h16) and s.dy16 already holds
+  // it rounded, its column sums added to out's bias gradient (layernorm_backward's
+  // RoundedGrad).
   void backward(float* dx, const float* dy, const float* x, const uint16_t* x16, int64_t R,
                 const FfnActs& a, const FfnScratch& s, const GradMap& grad,
                 GradInto into = GradInto::add) const;
