@@ -287,13 +287,10 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
 void Model::Impl::backward() {
   LF_CHECK(have_grad_batch, "backward: call forward(batch, train = true) first");
   const int64_t R = B * N, D = cfg.d_model;
-  if (cfg.norm == NormPlacement::pre) {
-    zero(dres, R * D);
+  if (cfg.norm == NormPlacement::pre)
     layernorm_backward(dres, grad_of(final_ln.w), grad_of(final_ln.b), dhid, xs[cfg.n_layers],
-                       final_ln.w, fin_mean, fin_rstd, R, D);
-  } else {
-    std::memcpy(dres, dhid, R * D * sizeof(float));
-  }
+                       final_ln.w, fin_mean, fin_rstd, R, D, GradInto::overwrite);
+  // (post-norm: dres is dhid itself, the planner's alias)
   BackwardObserver* obs = backward_observer;
   if (obs) obs->grads_ready(cfg.n_layers);
   const LayerContext c = layer_context();
@@ -301,11 +298,14 @@ void Model::Impl::backward() {
     layer_backward(c, layers[l], acts[l], l, xs[l]);
     if (obs) obs->grads_ready(l);
   }
-  zero(tmp, R * D);
-  dropout_backward(tmp, dres, R * D, cfg.dropout, seed, rng_stream(kEmb), first * N * D);
-  zero(d1, R * D);
-  layernorm_backward(d1, grad_of(emb_ln.w), grad_of(emb_ln.b), tmp, emb, emb_ln.w, emb_mean,
-                     emb_rstd, R, D);
+  const float* demb = dres;  // d(embedding LayerNorm's output): after its dropout, if any
+  if (cfg.dropout > 0.f) {
+    dropout_backward(tmp, dres, R * D, cfg.dropout, seed, rng_stream(kEmb), first * N * D,
+                     GradInto::overwrite);
+    demb = tmp;
+  }
+  layernorm_backward(d1, grad_of(emb_ln.w), grad_of(emb_ln.b), demb, emb, emb_ln.w, emb_mean,
+                     emb_rstd, R, D, GradInto::overwrite);
   const EmbedDims ed{/*B=*/B, /*N=*/N, /*C=*/D, /*pos_offset=*/cfg.position_offset};
   embedding_backward(grad_of(word), grad_of(pos), grad_of(type), d1, ids, ed);
   have_grad_batch = false;

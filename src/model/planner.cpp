@@ -92,7 +92,9 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.scratch = c.take<float>(attention_scratch_floats(d));
   const int64_t RKD = std::max(R, RK) * D;
   Lo.dhid = c.take<float>(R * D);
-  Lo.dres = c.take<float>(R * D);
+  // Post-norm: the layers' running gradient starts as the heads' gradient of the last layer's
+  // output, in place (pre-norm: the final LayerNorm's backward writes it).
+  Lo.dres = pre ? c.take<float>(R * D) : Lo.dhid;
   Lo.d1 = c.take<float>(R * D);
   Lo.d2 = c.take<float>(R * D);
   if (queries_bf16_only(R)) {  // the output map's products run in bf16 too (same shape)
