@@ -183,7 +183,8 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D, GradInto::overwrite, L.dy16 ? &ffn_out : nullptr);  // d f
     // d ffn_in = d f (the residual path) + the FFN's input gradient, added onto d1 in place
-    // (the FFN reads its output gradient, d1 itself without dropout, before writing).
+    // (the FFN reads its output gradient, dy16, or else d1 itself without dropout, before
+    // writing).
     ffn.backward(L.d1, L.dy16 ? nullptr : dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0),
                  A.ffn_in, A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d1, A.a, lp.ln_attn.w, A.mean1,
