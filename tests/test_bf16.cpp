@@ -180,6 +180,109 @@ TEST(Bf16Attention, KeptProbabilityCopyChangesNothing) {
   }
 }
 
+// Relative distance ||a - b|| / ||b||.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// bf16 training's tiled attention (one tile per thread, probabilities recomputed by backward)
+// against the kept-probabilities path in bf16, which rounds the same operands at the same
+// points (so the two differ only by the products' accumulation order), and against f32 on
+// the same bf16-valued inputs: Linformer-shaped tiles with padded keys, and standard causal
+// ones, with and without dropout; the gradients are added into with GradInto::add.
+TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
+  struct Case {
+    AttnDims d;
+    bool masked;
+  };
+  const Case cases[] = {
+      {{/*B=*/2, /*N=*/256, /*Lk=*/64, /*D=*/64, /*H=*/2, /*Dh=*/32}, true},
+      {{/*B=*/2, /*N=*/128, /*Lk=*/128, /*D=*/64, /*H=*/2, /*Dh=*/32, /*causal=*/true}, false},
+  };
+  for (const Case& cs : cases) {
+    const AttnDims& d = cs.d;
+    ASSERT_FALSE(attention_keeps_probs(d, ComputeType::bf16)) << "shape too small to tile";
+    ASSERT_TRUE(attention_keeps_probs(d, ComputeType::f32));
+    // bf16-valued inputs, so that every path multiplies the same numbers.
+    auto bf = [](std::vector<float> v) {
+      for (float& x : v) x = widen(rne(x));
+      return v;
+    };
+    const auto q = bf(test::random_vec(d.B * d.N * d.D, 71)),
+               k = bf(test::random_vec(d.B * d.Lk * d.D, 72)),
+               v = bf(test::random_vec(d.B * d.Lk * d.D, 73)),
+               dctx = bf(test::random_vec(d.B * d.N * d.D, 74));
+    const auto q16 = to16(q), dctx16 = to16(dctx);
+    std::vector<float> mask(d.B * d.Lk, 1.f);
+    if (cs.masked)
+      for (int64_t j = d.Lk - 9; j < d.Lk; ++j) mask[d.Lk + j] = 0.f;  // element 1's padding
+    const float* km = cs.masked ? mask.data() : nullptr;
+    const int64_t nq = d.B * d.N * d.D, nk = d.B * d.Lk * d.D, np = d.B * d.H * d.N * d.Lk;
+    const auto start = test::random_vec(nq, 75);  // the gradients are added onto these
+    const auto kstart = test::random_vec(nk, 76);
+    for (float p : {0.f, 0.2f}) {
+      struct Out {
+        std::vector<float> ctx, dq, dk, dv;
+      };
+      auto run_kept = [&](ComputeType t) {
+        Out o{std::vector<float>(nq), start, kstart, kstart};
+        std::vector<float> probs(np), scratch(attention_scratch_floats(d));
+        std::vector<uint16_t> p16(t == ComputeType::bf16 ? np : 0);
+        uint16_t* pp = p16.empty() ? nullptr : p16.data();
+        attention_forward(o.ctx.data(), probs.data(), q.data(), k.data(), v.data(), km, d, 0.3f, p,
+                          5, 9, scratch.data(), t, 0, pp);
+        attention_backward(o.dq.data(), o.dk.data(), o.dv.data(), dctx.data(), probs.data(),
+                           q.data(), k.data(), v.data(), d, 0.3f, p, 5, 9, scratch.data(), t, 0,
+                           GradInto::add, pp);
+        return o;
+      };
+      Out tiled{std::vector<float>(nq), start, kstart, kstart};
+      {
+        std::vector<float> scratch(attention_scratch_floats(d));
+        std::vector<uint16_t> ctx16(nq);
+        attention_forward_tiles(ctx16.data(), q16.data(), k.data(), v.data(), km, d, 0.3f, p, 5, 9,
+                                scratch.data(), 0);
+        for (int64_t i = 0; i < nq; ++i) tiled.ctx[i] = widen(ctx16[i]);
+        attention_backward(tiled.dq.data(), tiled.dk.data(), tiled.dv.data(), nullptr, nullptr,
+                           nullptr, k.data(), v.data(), d, 0.3f, p, 5, 9, scratch.data(),
+                           ComputeType::bf16, 0, GradInto::add, nullptr, q16.data(), dctx16.data(),
+                           km);
+      }
+      const Out kept = run_kept(ComputeType::bf16), f32 = run_kept(ComputeType::f32);
+      auto kept_ctx = kept.ctx;  // the tiled path writes the context in bf16
+      for (float& x : kept_ctx) x = widen(rne(x));
+      const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
+          outs[] = {{"ctx", {&tiled.ctx, &kept_ctx}},
+                    {"dq", {&tiled.dq, &kept.dq}},
+                    {"dk", {&tiled.dk, &kept.dk}},
+                    {"dv", {&tiled.dv, &kept.dv}}};
+      const std::vector<float>* f32s[] = {&f32.ctx, &f32.dq, &f32.dk, &f32.dv};
+      for (int i = 0; i < 4; ++i) {
+        const auto& [name, ab] = outs[i];
+        SCOPED_TRACE(std::string(name) + " dropout " + std::to_string(p) +
+                     (d.causal ? " causal" : " linformer"));
+        // Against the kept path: the same roundings, summed in another order.
+        EXPECT_LT(rel_diff(*ab.first, *ab.second), 1e-4);
+        // Against f32: bf16 rounding of the probabilities and score gradients only.
+        EXPECT_LT(rel_diff(*ab.first, *f32s[i]), 1e-2);
+      }
+      // Padded keys get no key or value gradient from attention (only the starting values).
+      if (cs.masked)
+        for (int64_t j = d.Lk - 9; j < d.Lk; ++j)
+          for (int64_t c = 0; c < d.D; ++c) {
+            const int64_t at = (d.Lk + j) * d.D + c;
+            ASSERT_EQ(tiled.dk[at], kstart[at]) << j;
+            ASSERT_EQ(tiled.dv[at], kstart[at]) << j;
+          }
+    }
+  }
+}
+
 // A bias row (the linear maps' epilogue in bf16, a copy under sgemm) against gemm_naive plus
 // the bias, in both precisions; C's padding stays untouched.
 TEST(GemmBias, AddedToEveryRow) {
@@ -271,8 +374,8 @@ TEST(GemmBatched, OperandGivenOnlyRounded) {
     for (int64_t b = 0; b < nb; ++b)
       for (int64_t h = 0; h < nh; ++h)
         gemm_naive(false, false, M, N, K, 1.f, Aw.data() + b * la.sb + h * la.sh, la.ld,
-                   B.data() + b * lb.sb + h * lb.sh, lb.ld, 0.f,
-                   R.data() + b * lc.sb + h * lc.sh, lc.ld);
+                   B.data() + b * lb.sb + h * lb.sh, lb.ld, 0.f, R.data() + b * lc.sb + h * lc.sh,
+                   lc.ld);
     double num = 0, den = 0;
     for (size_t i = 0; i < C.size(); ++i) {
       num += (C[i] - R[i]) * double(C[i] - R[i]);
@@ -383,6 +486,49 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     const std::string what = std::string(to_string(v.kind)) + " " + to_string(v.proj) + " " +
                              to_string(v.sharing) + " " + to_string(v.norm) + " dropout " +
                              std::to_string(v.dropout);
+    EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
+    EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
+    expect_close_per_tensor(m, g16, g32, what);
+  }
+}
+
+// Attention heads wide enough (64 x 64 tiles of 128-wide heads) for bf16 training to run
+// attention tile by tile, recomputing the probabilities in backward: loss and gradients
+// within bf16 rounding of f32, and the probabilities not kept (which is how the tiled path
+// is told from the kept one).
+TEST(Bf16Training, TiledAttentionCloseToF32) {
+  struct Variant {
+    AttentionKind kind;
+    NormPlacement norm;
+    bool causal;
+    float dropout;
+  };
+  const Variant variants[] = {
+      {AttentionKind::linformer, NormPlacement::post, false, 0.f},
+      {AttentionKind::linformer, NormPlacement::post, false, 0.1f},
+      {AttentionKind::standard, NormPlacement::pre, false, 0.1f},
+      {AttentionKind::standard, NormPlacement::post, true, 0.f},
+  };
+  for (const Variant& v : variants) {
+    Config c = bf16_config();
+    c.d_model = 256;
+    c.n_heads = 2;
+    c.d_ff = 256;
+    c.k = {64};
+    c.attention = v.kind;
+    c.norm = v.norm;
+    c.causal = v.causal;
+    c.dropout = c.attention_dropout = v.dropout;
+    Model m(c);
+    m.init(6);
+    std::vector<float> g32, g16;
+    const double l32 = bf16_test_step(m, ComputeType::f32, &g32);
+    EXPECT_NE(m.attention_probs(0), nullptr);
+    const double l16 = bf16_test_step(m, ComputeType::bf16, &g16);
+    const std::string what = std::string(to_string(v.kind)) + " " + to_string(v.norm) +
+                             (v.causal ? " causal" : "") + " dropout " + std::to_string(v.dropout);
+    SCOPED_TRACE(what);
+    EXPECT_ERROR_MENTIONS(m.attention_probs(0), "recomputes the probabilities");
     EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
     EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
     expect_close_per_tensor(m, g16, g32, what);

@@ -303,8 +303,8 @@ TEST(Kernel, GeluBackwardIsTheExactDerivative) {
   gelu_backward_inplace(inplace.data(), x.data(), n);
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i];
-    const double d = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
-                     v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double d =
+        0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
     const double want = g[i] * d;
     ASSERT_NEAR(inplace[i], want, 2e-6 * (1 + std::abs(want))) << "x=" << v;
     ASSERT_NEAR(acc[i], acc0[i] + want, 2e-6 * (1 + std::abs(acc0[i] + want))) << "x=" << v;
@@ -487,6 +487,45 @@ TEST(Kernel, DropoutKeepFractionScalingAndBackwardMask) {
   EXPECT_EQ(std::memcmp(z.data(), y.data(), n * sizeof(float)), 0);
   dropout_forward(z.data(), x.data(), n, 0.f, 42, 7);
   EXPECT_EQ(std::memcmp(z.data(), x.data(), n * sizeof(float)), 0);
+}
+
+// The mask is the one the header specifies: element i kept iff the (j % 4)-th 16 bits of
+// rng_bits(seed, stream, j / 4), j = first + i, are >= round(p * 65536), computed here from
+// rng_bits alone; for every start offset modulo 4 and lengths that are not multiples of the
+// vectorised block, in dropout_forward, dropout_backward and dropout_round.
+TEST(Kernel, DropoutMaskIsTheCounterBasedSpecification) {
+  const int64_t n = 1000 + 37;
+  const std::vector<float> x = test::random_vec(n, 41), g0 = test::random_vec(n, 42);
+  for (float p : {0.1f, 0.5f, 0.9f})
+    for (int64_t first : {0, 1, 2, 3, 6, 101}) {
+      const uint32_t thr = static_cast<uint32_t>(std::lround(double(p) * 65536.0));
+      const float keep_scale = 1.f / (1.f - p);
+      auto keep = [&](int64_t i) {
+        const uint64_t j = static_cast<uint64_t>(first + i);
+        return ((rng_bits(9, 4, j >> 2) >> (16 * (j & 3))) & 0xFFFFu) >= thr;
+      };
+      std::vector<float> y(n), dx(n, 0.f);
+      dropout_forward(y.data(), x.data(), n, p, 9, 4, first);
+      dropout_backward(dx.data(), g0.data(), n, p, 9, 4, first, GradInto::overwrite);
+      int64_t kept = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool k = keep(i);
+        kept += k;
+        ASSERT_EQ(y[i], k ? x[i] * keep_scale : 0.f)
+            << "p " << p << " first " << first << " i " << i;
+        ASSERT_EQ(dx[i], k ? 0.f + g0[i] * keep_scale : 0.f) << i;
+      }
+      EXPECT_NEAR(double(kept) / n, 1.0 - p, 0.06);
+      if (first != 0) continue;  // dropout_round: the attention tiles' masks start at 0
+      std::vector<uint16_t> y16(n);
+      std::vector<float> g = g0;
+      dropout_round(y16.data(), x.data(), g.data(), n, p, 9, 4);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool k = keep(i);
+        ASSERT_EQ(y16[i], vm::bf16_round(k ? x[i] * keep_scale : 0.f)) << i;
+        ASSERT_EQ(g[i], k ? g0[i] * keep_scale : 0.f) << i;
+      }
+    }
 }
 
 TEST(Kernel, DropoutIndependentOfThreadCount) {

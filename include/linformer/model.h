@@ -119,7 +119,8 @@ class Model {
   size_t activation_bytes() const;
 
   // Softmax attention probabilities of a layer, [B, H, N, Lk] (Lk = attention_keys(layer)),
-  // before attention dropout; valid after forward(batch, train = true).
+  // before attention dropout; valid after forward(batch, train = true) with f32 products
+  // (bf16 training keeps them only for shapes too small to run attention tile by tile).
   const float* attention_probs(int64_t layer) const;
   // Keys each query of the last forward attended to in a layer: N for standard attention; for
   // Linformer k, or fewer when the batch is shorter than max_len and empty projected rows are

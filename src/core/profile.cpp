@@ -8,12 +8,18 @@ namespace lf {
 
 const char* phase_name(Phase p) {
   switch (p) {
-    case Phase::matmul: return "matmul";
-    case Phase::attention: return "attention";
-    case Phase::elementwise: return "elementwise";
-    case Phase::optimizer: return "optimizer";
-    case Phase::data: return "data";
-    default: return "none";
+    case Phase::matmul:
+      return "matmul";
+    case Phase::attention:
+      return "attention";
+    case Phase::elementwise:
+      return "elementwise";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::data:
+      return "data";
+    default:
+      return "none";
   }
 }
 
@@ -31,6 +37,9 @@ std::atomic<int64_t> g_flops{0};
 // only outside parallel regions; read inside them (to know whom a region's products take from).
 std::atomic<int> g_current{static_cast<int>(Phase::none)};
 int64_t g_segment_start = 0;
+// Inside a parallel region: whether this thread is already timing a product (a product that
+// calls another, as a batched product calls gemm, is timed once).
+thread_local bool t_in_product = false;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -82,7 +91,8 @@ void PhaseScope::begin(Phase p, double flops) {
   const Phase cur = current();
   if (omp_in_parallel()) {
     // One thread of a region: only products are timed, at thread-time / threads.
-    if (p != Phase::matmul || cur == Phase::matmul) return;
+    if (p != Phase::matmul || cur == Phase::matmul || t_in_product) return;
+    t_in_product = true;
     mode_ = Mode::in_region;
     saved_ = cur;
     threads_ = omp_get_num_threads();
@@ -104,6 +114,7 @@ void PhaseScope::end() {
   using namespace profile;
   const int64_t t = now_ns();
   if (mode_ == Mode::in_region) {
+    t_in_product = false;
     const int64_t share = (t - t0_) / threads_;
     charge(Phase::matmul, share);
     charge(saved_, -share);

@@ -166,9 +166,39 @@ struct DropoutMask {
       : key(rng_key(seed, stream)),
         threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
         first(first_index) {}
+#if defined(__AVX512DQ__) && defined(__AVX512BW__)
+  // Whether each of the 32 mask elements from index j (a multiple of 4) is kept, bit k for
+  // element j + k: the eight hashes of their groups at once (SplitMix64 on 64-bit lanes), each
+  // lane's four 16-bit fields compared with the threshold.
+  uint32_t keep32(uint64_t j) const {
+    __m512i x = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key + (j >> 2))),
+                                 _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+    x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<int64_t>(0x9E3779B97F4A7C15ull)));
+    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
+                           _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
+    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
+                           _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+    return static_cast<uint32_t>(
+        _mm512_cmpge_epu16_mask(x, _mm512_set1_epi16(static_cast<int16_t>(threshold))));
+  }
+#endif
   // Calls f(i, keep) for i in [i0, i1).
   template <typename F>
   void for_range(int64_t i0, int64_t i1, const F& f) const {
+#if defined(__AVX512DQ__) && defined(__AVX512BW__)
+    if (threshold <= 0xFFFFu) {  // 32 elements per hash vector once the index is a multiple of 4
+      int64_t i = i0;
+      for (; i < i1 && ((first + i) & 3) != 0; ++i)
+        f(i, keep_scalar(static_cast<uint64_t>(first + i)));
+      for (; i + 32 <= i1; i += 32) {
+        const uint32_t k = keep32(static_cast<uint64_t>(first + i));
+        for (int b = 0; b < 32; ++b) f(i + b, ((k >> b) & 1u) != 0);
+      }
+      for (; i < i1; ++i) f(i, keep_scalar(static_cast<uint64_t>(first + i)));
+      return;
+    }
+#endif
     uint64_t group = ~uint64_t{0}, h = 0;
     for (int64_t i = i0; i < i1; ++i) {
       const uint64_t j = static_cast<uint64_t>(first + i);
@@ -179,6 +209,9 @@ struct DropoutMask {
       }
       f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
     }
+  }
+  bool keep_scalar(uint64_t j) const {
+    return ((rng_bits_keyed(key, j >> 2) >> (16 * (j & 3))) & 0xFFFFu) >= threshold;
   }
 };
 
@@ -431,13 +464,8 @@ void softmax_row(float* y, const float* x, int64_t cols, float scale, const floa
       y[j] = (!key_mask || key_mask[j] != 0.f) && std::isnan(x[j]) ? x[j] : 0.f;
     return;
   }
-  // y = scale * x - mx (masked: -inf, which exp maps to exactly 0), then exp in place.
-  vm::masked_scaled_shift(y, x, key_mask, cols, scale, mx);
-  vm::exp_n(y, y, cols);
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < cols; ++j) sum += y[j];
-  const float inv = 1.f / sum;
+  // y = exp(scale * x - mx) (masked keys: 0), summed in the same pass.
+  const float inv = 1.f / vm::exp_shifted_sum(y, x, key_mask, cols, scale, mx);
 #pragma omp simd
   for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
 }
@@ -504,6 +532,23 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
     mask.for_range(i0, i1, [&](int64_t i, bool keep) {
       const float base = add ? dinp[i] : 0.f;
       dinp[i] = keep ? base + dout[i] * keep_scale : base;
+    });
+  });
+}
+
+void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float p, uint64_t seed,
+                   uint64_t stream) {
+  PhaseScope ps(Phase::elementwise);
+  if (p <= 0.f) {
+    vm::to_bf16_n(out16, inp, n);
+    return;
+  }
+  const float keep_scale = 1.f / (1.f - p);
+  const DropoutMask mask(p, seed, stream, 0);
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
+      out16[i] = vm::bf16_round(keep ? inp[i] * keep_scale : 0.f);
+      if (g) g[i] = keep ? g[i] * keep_scale : 0.f;
     });
   });
 }

@@ -249,6 +249,48 @@ inline void masked_scaled_shift(float* y, const float* x, const float* mask, int
   }
 }
 
+// y[j] = exp(scale * x[j] - shift) for counted keys, 0 for the others (mask[j] == 0), in one
+// pass that also returns the sum of the y[j]. y may alias x.
+inline float exp_shifted_sum(float* y, const float* x, const float* mask, int64_t n, float scale,
+                             float shift) {
+  int64_t j = 0;
+  float sum = 0.f;
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(scale), vh = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  for (; j < n; j += 16) {
+    const __mmask16 in =
+        j + 16 <= n ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    __mmask16 keep = in;
+    if (mask)
+      keep = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, mask + j), _mm512_setzero_ps(),
+                                     _CMP_NEQ_UQ);
+    const __m512 e =
+        _mm512_maskz_mov_ps(keep, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(in, x + j), vs, vh)));
+    _mm512_mask_storeu_ps(y + j, in, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+#endif
+  for (; j < n; ++j) {
+    y[j] = !mask || mask[j] != 0.f ? exp_scalar(x[j] * scale - shift) : 0.f;
+    sum += y[j];
+  }
+  return sum;
+}
+
+// Copies n bytes between non-overlapping short rows (a head's slice of an activation row)
+// without a library call per row: 64 bytes at a time with AVX-512.
+inline void copy_row(void* d, const void* s, int64_t n) {
+  auto* dp = static_cast<char*>(d);
+  const auto* sp = static_cast<const char*>(s);
+  int64_t c = 0;
+#if defined(__AVX512F__)
+  for (; c + 64 <= n; c += 64) _mm512_storeu_si512(dp + c, _mm512_loadu_si512(sp + c));
+#endif
+  if (c < n) std::memcpy(dp + c, sp + c, static_cast<size_t>(n - c));
+}
+
 // Round to nearest even f32 -> bf16 (the high 16 bits), NaN kept a NaN.
 inline uint16_t bf16_round(float f) {
   uint32_t u;

@@ -101,6 +101,167 @@ int64_t attention_scratch_floats(const AttnDims& d, bool train) {
 
 namespace {
 
+// A head's rows of a [B,L,D] bf16 operand starting at x, densely ([rows, Dh]) into buf:
+// oneDNN runs its AMX / AVX512-BF16 kernels only on dense matrices (a head's columns, D apart,
+// send it to a generic kernel 2-4x slower).
+const uint16_t* gather_head(Buffer<uint16_t>& buf, const uint16_t* x, int64_t rows, int64_t Dh,
+                            int64_t D) {
+  if (buf.size() < static_cast<size_t>(rows * Dh)) buf.resize(rows * Dh);
+  for (int64_t r = 0; r < rows; ++r)
+    vm::copy_row(buf.data() + r * Dh, x + r * D, Dh * static_cast<int64_t>(sizeof(uint16_t)));
+  return buf.data();
+}
+
+// A head's rows of out (D apart) = the dense [rows, Dh] tile t, or += it with add.
+template <typename T>
+void place_head(T* out, const T* t, int64_t rows, int64_t Dh, int64_t D, bool add) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* o = out + r * D;
+    const T* src = t + r * Dh;
+    if (add) {
+#pragma omp simd
+      for (int64_t c = 0; c < Dh; ++c) o[c] += src[c];
+    } else {
+      vm::copy_row(o, src, Dh * static_cast<int64_t>(sizeof(T)));
+    }
+  }
+}
+
+// An operand [rows, D] in bf16: x16 when given, else x rounded into buf.
+const uint16_t* rounded_rows(Buffer<uint16_t>& buf, const float* x, const uint16_t* x16,
+                             int64_t rows, int64_t D) {
+  if (x16) return x16;
+  if (buf.size() < static_cast<size_t>(rows * D)) buf.resize(rows * D);
+  return round_bf16(buf.data(), x, rows * D);
+}
+
+// Dense operands of one (sequence, head) tile: [N, Dh] or [Lk, Dh], and the dense N x Lk tile.
+BatchLayout dense_layout(int64_t cols) { return {0, 0, cols}; }
+
+// The probabilities of tile (b, h), P = softmax(scale Q K^T + mask) in f32 [N, Lk], computed
+// the same way by forward and by backward's recomputation (so both see the same numbers).
+// Q [N, Dh] and K [Lk, Dh] dense bf16.
+void tile_probs(float* P, const uint16_t* Q, const uint16_t* K, const float* key_mask,
+                const AttnDims& d, int64_t b, float scale) {
+  gemm_batched(ComputeType::bf16, 1, 1, false, true, d.N, d.Lk, d.Dh, 1.f, nullptr,
+               dense_layout(d.Dh), nullptr, dense_layout(d.Dh), 0.f, P, dense_layout(d.Lk),
+               Bf16Inputs{Q, K});
+  softmax_tile(P, d, b, scale, key_mask);
+}
+
+// Per-thread buffers of the tiled path: the tile's operands gathered densely, its bf16
+// probabilities (then score gradients), and a dense output.
+struct TileBuffers {
+  Buffer<uint16_t> q, k, v, g, p16, c16;
+  Buffer<float> out;
+  uint16_t* probs16(int64_t n) {
+    if (p16.size() < static_cast<size_t>(n)) p16.resize(n);
+    return p16.data();
+  }
+  float* output(int64_t n) {
+    if (out.size() < static_cast<size_t>(n)) out.resize(n);
+    return out.data();
+  }
+};
+
+}  // namespace
+
+bool attention_keeps_probs(const AttnDims& d, ComputeType t) {
+  const int64_t tiles = d.B * d.H, threads = num_threads();
+  const bool even = tiles % threads == 0 || tiles >= 4 * threads;
+  return !(t == ComputeType::bf16 && even && gemm_runs_bf16(t, d.N, d.Lk, d.Dh));
+}
+
+void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* kk, const float* vv,
+                             const float* key_mask, const AttnDims& d, float scale, float p_drop,
+                             uint64_t seed, uint64_t stream, float* scratch, int64_t first_b) {
+  check(d, "attention_forward_tiles");
+  LF_DCHECK(ctx16 && q16 && kk && vv && scratch, "attention_forward_tiles: null pointer");
+  PhaseScope ps(Phase::attention);
+  const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D;
+  thread_local Buffer<uint16_t> kb, vb;
+  const uint16_t* k16 = rounded_rows(kb, kk, nullptr, d.B * Lk, D);
+  const uint16_t* v16 = rounded_rows(vb, vv, nullptr, d.B * Lk, D);
+  const int64_t per_thread = attention_scratch_floats(d) / num_threads();
+  parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
+    float* P = scratch + thread_id() * per_thread;
+    thread_local TileBuffers tb;
+    uint16_t* P16 = tb.probs16(N * Lk);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.H, h = i % d.H;
+      const int64_t qo = b * N * D + h * Dh, ko = b * Lk * D + h * Dh;
+      tile_probs(P, gather_head(tb.q, q16 + qo, N, Dh, D), gather_head(tb.k, k16 + ko, Lk, Dh, D),
+                 key_mask, d, b, scale);
+      // The probabilities that multiply V: after dropout, in bf16.
+      dropout_round(P16, P, nullptr, N * Lk, p_drop, seed,
+                    rng_stream(stream, (first_b + b) * d.H + h));
+      // ctx = P16 V, densely in bf16, then into the head's columns.
+      if (tb.c16.size() < static_cast<size_t>(N * Dh)) tb.c16.resize(N * Dh);
+      uint16_t* C16 = tb.c16.data();
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dense_layout(Lk),
+                   nullptr, dense_layout(Dh), 0.f, nullptr, dense_layout(Dh),
+                   Bf16Inputs{P16, gather_head(tb.v, v16 + ko, Lk, Dh, D)}, C16);
+      place_head(ctx16 + qo, C16, N, Dh, D, false);
+    }
+  });
+}
+
+namespace {
+
+// Backward of attention_forward_tiles: each tile's probabilities recomputed on its core.
+void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dctx, const float* q,
+                              const float* kk, const float* vv, const float* key_mask,
+                              const AttnDims& d, float scale, float p_drop, uint64_t seed,
+                              uint64_t stream, float* scratch, int64_t first_b, GradInto into,
+                              const uint16_t* q16, const uint16_t* dctx16) {
+  const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D, tile = N * Lk;
+  const bool add = into == GradInto::add;
+  thread_local Buffer<uint16_t> qb, kb, vb, gb;
+  q16 = rounded_rows(qb, q, q16, d.B * N, D);
+  dctx16 = rounded_rows(gb, dctx, dctx16, d.B * N, D);
+  const uint16_t* k16 = rounded_rows(kb, kk, nullptr, d.B * Lk, D);
+  const uint16_t* v16 = rounded_rows(vb, vv, nullptr, d.B * Lk, D);
+  const int64_t per_thread = attention_scratch_floats(d) / num_threads();
+  const BatchLayout dh = dense_layout(Dh), dt = dense_layout(Lk);
+  parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
+    float* P = scratch + thread_id() * per_thread;  // the tile's probabilities
+    float* dP = P + tile;                           // their gradients
+    thread_local TileBuffers tb;
+    uint16_t* P16 = tb.probs16(tile);
+    float* out = tb.output(std::max(N, Lk) * Dh);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.H, h = i % d.H;
+      const int64_t qo = b * N * D + h * Dh, ko = b * Lk * D + h * Dh;
+      const uint64_t st = rng_stream(stream, (first_b + b) * d.H + h);
+      const uint16_t* Q = gather_head(tb.q, q16 + qo, N, Dh, D);
+      const uint16_t* K = gather_head(tb.k, k16 + ko, Lk, Dh, D);
+      const uint16_t* V = gather_head(tb.v, v16 + ko, Lk, Dh, D);
+      const uint16_t* G = gather_head(tb.g, dctx16 + qo, N, Dh, D);
+      tile_probs(P, Q, K, key_mask, d, b, scale);
+      // dP = dctx V^T; then forward's bf16 probabilities after dropout and dP through the
+      // dropout, under one draw of the mask.
+      gemm_batched(ComputeType::bf16, 1, 1, false, true, N, Lk, Dh, 1.f, nullptr, dh, nullptr, dh,
+                   0.f, dP, dt, Bf16Inputs{G, V});
+      dropout_round(P16, P, dP, tile, p_drop, seed, st);
+      // dV = P16^T dctx
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, nullptr, dt, nullptr, dh,
+                   0.f, out, dh, Bf16Inputs{P16, G});
+      place_head(dvv + ko, out, Lk, Dh, D, add);
+      // The score gradients, rounded.
+      softmax_backward(dP, P, dP, N, Lk, scale, false);
+      uint16_t* dS16 = P16;
+      vm::to_bf16_n(dS16, dP, tile);
+      // dQ = dS K, dK = dS^T Q
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dt, nullptr, dh,
+                   0.f, out, dh, Bf16Inputs{dS16, K});
+      place_head(dq + qo, out, N, Dh, D, add);
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, nullptr, dt, nullptr, dh,
+                   0.f, out, dh, Bf16Inputs{dS16, Q});
+      place_head(dkk + ko, out, Lk, Dh, D, add);
+    }
+  });
+}
+
 // Training forward: scores, softmax and weighted values of a block of heads at a time, the
 // products batched over the block.
 void attention_forward_batched(float* ctx, float* probs, const float* q, const float* kk,
@@ -148,8 +309,7 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
 void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
                        const float* key_mask, const AttnDims& d, float scale, float p_drop,
                        uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
-                       int64_t first_b, uint16_t* probs16, const uint16_t* q16,
-                       uint16_t* ctx16) {
+                       int64_t first_b, uint16_t* probs16, const uint16_t* q16, uint16_t* ctx16) {
   check(d, "attention_forward");
   LF_DCHECK((ctx || (ctx16 && probs)) && (q || (q16 && probs)) && kk && vv,
             "attention_forward: null context, query, key or value");
@@ -186,11 +346,18 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16,
-                        const uint16_t* q16, const uint16_t* dctx16) {
+                        const uint16_t* q16, const uint16_t* dctx16, const float* key_mask) {
   check(d, "attention_backward");
-  LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && probs && (q || q16) && kk && vv && scratch,
+  LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && (q || q16) && kk && vv && scratch,
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
+  if (!probs) {
+    LF_CHECK(prec == ComputeType::bf16,
+             "attention_backward: probabilities are recomputed only by bf16 training");
+    attention_backward_tiles(dq, dkk, dvv, dctx, q, kk, vv, key_mask, d, scale, p_drop, seed,
+                             stream, scratch, first_b, into, q16, dctx16);
+    return;
+  }
   const int64_t tile = d.N * d.Lk;
   const float beta = into == GradInto::add ? 1.f : 0.f;
   const bool drop = p_drop > 0.f;

@@ -31,6 +31,8 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
 // ctx16 (training, with probs; or null): the context [R,D] written in bf16 instead of ctx,
 // which may then be null (bf16 training keeps it so, as the output map reads it).
 // Accumulates into dq, dkk, dvv (writes over them with GradInto::overwrite).
+// probs null (backward only): recomputed as attention_forward_tiles computed them, with
+// key_mask [B,Lk] (or null) as forward had it; bf16 only.
 // probs16 (bf16 training, with probs; or null): [B,H,N,Lk] bf16, the probabilities that
 // multiply V (after dropout), written by forward in its softmax pass when the products run in
 // bf16, and read by backward's dV product instead of rounding (and dropping out) probs again.
@@ -43,7 +45,22 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType t = ComputeType::f32, int64_t first_b = 0,
                         GradInto into = GradInto::add, const uint16_t* probs16 = nullptr,
-                        const uint16_t* q16 = nullptr, const uint16_t* dctx16 = nullptr);
+                        const uint16_t* q16 = nullptr, const uint16_t* dctx16 = nullptr,
+                        const float* key_mask = nullptr);
+
+// bf16 training without kept probabilities (when !attention_keeps_probs(d, bf16)): each
+// thread takes one (sequence, head) tile at a time and computes it whole on its core: scores,
+// softmax, dropout and P V, the tile's N x Lk scores never leaving the core's cache for
+// memory; attention_backward with probs null recomputes them the same way, then the
+// gradients, tile by tile. The same arguments as attention_forward in bf16 training (the
+// queries and the context in bf16 only).
+void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* kk, const float* vv,
+                             const float* key_mask, const AttnDims& d, float scale, float p_drop,
+                             uint64_t seed, uint64_t stream, float* scratch, int64_t first_b);
+// Whether training keeps attention's probabilities [B,H,N,Lk] for backward (f32, and bf16
+// batches too small for a bf16 product per tile or with too few tiles to share evenly among
+// the threads) or recomputes them (attention_forward_tiles).
+bool attention_keeps_probs(const AttnDims& d, ComputeType t);
 // Workspace of attention_forward/backward, every thread's together: for training (and for
 // inference with dropout), two blocks of N x Lk tiles (the probabilities' gradients and their
 // dropped-out copy) and two tiles per thread; for inference without dropout (train = false),
@@ -103,8 +120,8 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
 // x16 as in seq_project_forward.
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
                           const float* Ebm, const float* E, const float* x, const float* mask,
-                          const SeqProjDims& dims, float* scratch,
-                          ComputeType t = ComputeType::f32, const uint16_t* x16 = nullptr);
+                          const SeqProjDims& dims, float* scratch, ComputeType t = ComputeType::f32,
+                          const uint16_t* x16 = nullptr);
 // Inference form of seq_project_forward: the same out and em, without the [B,K,N] Ebm
 // buffer. With a mask, E diag(m_b) is formed tchunk columns at a time in scratch
 // (K * tchunk floats); fully padded column blocks are skipped.

@@ -58,7 +58,8 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   const KeysValues kv = c.path->saved(c, A);
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16, L.dctx16);
+                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16, L.dctx16,
+                     kv.key_mask);
   linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
                   c.wt(lp.q), A.in16, into);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
@@ -134,10 +135,17 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
   }
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
-  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it.
-  attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
-                    c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
-                    c.first, c.train ? A.probs16 : nullptr, A.q16, A.ctx ? nullptr : A.ctx16);
+  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it;
+  // without kept probabilities (the planner's choice), tile by tile, backward recomputing them.
+  if (c.train && !A.probs) {
+    LF_DCHECK(A.q16 && A.ctx16 && !A.ctx, "layer_forward: tiled attention needs bf16 queries");
+    attention_forward_tiles(A.ctx16, A.q16, kv.k, kv.v, kv.key_mask, c.dims(lp), c.scale(), pa,
+                            c.seed, rng_stream(kAttnProbs, l), L.scratch, c.first);
+  } else {
+    attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
+                      c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
+                      c.first, c.train ? A.probs16 : nullptr, A.q16, A.ctx ? nullptr : A.ctx16);
+  }
   linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
                  A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
@@ -148,16 +156,16 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
                           R, D, eps, A.ffn_in16);
     ffn_base = A.ffn_in;
   } else {
-    add_layernorm_forward(A.a, A.ffn_in, A.mean2, A.rstd2, x_in, L.tmp, lp.ln_out.w, lp.ln_out.b,
-                          R, D, eps, A.ffn_in16);
+    add_layernorm_forward(A.a, A.ffn_in, A.mean2, A.rstd2, x_in, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
+                          D, eps, A.ffn_in16);
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
-    add_layernorm_forward(A.f, x_out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
-                          D, eps, x_out16);
+    add_layernorm_forward(A.f, x_out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b,
+                          R, D, eps, x_out16);
   } else {
     residual_add(x_out, ffn_base, L.tmp, R * D);
   }

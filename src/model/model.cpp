@@ -374,9 +374,11 @@ const float* Model::hidden() const { return impl_->hid; }
 const float* Model::attention_probs(int64_t layer) const {
   LF_CHECK(layer >= 0 && layer < impl_->cfg.n_layers, "attention_probs: layer ", layer,
            " out of range");
-  LF_CHECK(
-      impl_->train && impl_->acts.size() > static_cast<size_t>(layer) && impl_->acts[layer].probs,
-      "attention_probs: run forward(batch, train = true) first");
+  LF_CHECK(impl_->train && impl_->acts.size() > static_cast<size_t>(layer),
+           "attention_probs: run forward(batch, train = true) first");
+  LF_CHECK(impl_->acts[layer].probs,
+           "attention_probs: this bf16 training forward recomputes the probabilities in "
+           "backward instead of keeping them; run it with f32 products");
   return impl_->acts[layer].probs;
 }
 int64_t Model::attention_keys(int64_t layer) const {
