@@ -271,6 +271,29 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         // Against f32: bf16 rounding of the probabilities and score gradients only.
         EXPECT_LT(rel_diff(*ab.first, *f32s[i]), 1e-2);
       }
+      // The query gradient written rounded instead (GradInto::overwrite), with its column sums
+      // added to a bias gradient: the rounded f32 gradient, and its sums.
+      {
+        std::vector<float> scratch(attention_scratch_floats(d)), dq(nq), dk(nk), dv(nk);
+        std::vector<float> dq_w(nq), dk_w(nk), dv_w(nk), db(d.D, 0.5f);
+        std::vector<uint16_t> dq16(nq);
+        for (int rounded : {0, 1}) {
+          const RoundedQueryGrad rq{dq16.data(), db.data()};
+          attention_backward((rounded ? dq : dq_w).data(), (rounded ? dk : dk_w).data(),
+                             (rounded ? dv : dv_w).data(), nullptr, nullptr, nullptr, k.data(),
+                             v.data(), d, 0.3f, p, 5, 9, scratch.data(), ComputeType::bf16, 0,
+                             GradInto::overwrite, nullptr, q16.data(), dctx16.data(), km,
+                             rounded ? &rq : nullptr);
+        }
+        for (int64_t i = 0; i < nq; ++i) ASSERT_EQ(dq16[i], rne(dq_w[i])) << i;
+        EXPECT_EQ(dk, dk_w);
+        EXPECT_EQ(dv, dv_w);
+        for (int64_t c = 0; c < d.D; ++c) {
+          double sum = 0.5;
+          for (int64_t r = 0; r < d.B * d.N; ++r) sum += dq_w[r * d.D + c];
+          ASSERT_NEAR(db[c], sum, 1e-5 * (1.0 + std::abs(sum))) << c;
+        }
+      }
       // Padded keys get no key or value gradient from attention (only the starting values).
       if (cs.masked)
         for (int64_t j = d.Lk - 9; j < d.Lk; ++j)

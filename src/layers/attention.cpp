@@ -213,9 +213,19 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
                               const float* kk, const float* vv, const float* key_mask,
                               const AttnDims& d, float scale, float p_drop, uint64_t seed,
                               uint64_t stream, float* scratch, int64_t first_b, GradInto into,
-                              const uint16_t* q16, const uint16_t* dctx16) {
+                              const uint16_t* q16, const uint16_t* dctx16,
+                              const RoundedQueryGrad* rq) {
   const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D, tile = N * Lk;
   const bool add = into == GradInto::add;
+  LF_CHECK(!rq || !add, "attention_backward: a rounded query gradient is written, not added");
+  // rq: each thread's column sums of the query gradient, added to rq->db in thread order.
+  const int threads = num_threads();
+  thread_local Buffer<float> colsums;
+  if (rq) {
+    if (colsums.size() < static_cast<size_t>(threads * D)) colsums.resize(threads * D);
+    std::fill(colsums.data(), colsums.data() + threads * D, 0.f);
+  }
+  float* part = colsums.data();  // (the region's threads see their own thread_local)
   thread_local Buffer<uint16_t> qb, kb, vb, gb;
   q16 = rounded_rows(qb, q, q16, d.B * N, D);
   dctx16 = rounded_rows(gb, dctx, dctx16, d.B * N, D);
@@ -254,12 +264,25 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
       // dQ = dS K, dK = dS^T Q
       gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dt, nullptr, dh,
                    0.f, out, dh, Bf16Inputs{dS16, K});
-      place_head(dq + qo, out, N, Dh, D, add);
+      if (rq) {
+        float* cs = part + thread_id() * D + h * Dh;
+        for (int64_t r = 0; r < N; ++r) {
+          const float* o = out + r * Dh;
+          vm::to_bf16_n(rq->dq16 + qo + r * D, o, Dh);
+#pragma omp simd
+          for (int64_t c = 0; c < Dh; ++c) cs[c] += o[c];
+        }
+      } else {
+        place_head(dq + qo, out, N, Dh, D, add);
+      }
       gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, nullptr, dt, nullptr, dh,
                    0.f, out, dh, Bf16Inputs{dS16, Q});
       place_head(dkk + ko, out, Lk, Dh, D, add);
     }
   });
+  if (rq && rq->db)
+    for (int t = 0; t < threads; ++t)
+      for (int64_t c = 0; c < D; ++c) rq->db[c] += part[t * D + c];
 }
 
 // Training forward: scores, softmax and weighted values of a block of heads at a time, the
@@ -346,7 +369,8 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         const float* q, const float* kk, const float* vv, const AttnDims& d,
                         float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
                         ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16,
-                        const uint16_t* q16, const uint16_t* dctx16, const float* key_mask) {
+                        const uint16_t* q16, const uint16_t* dctx16, const float* key_mask,
+                        const RoundedQueryGrad* rounded_dq) {
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && (q || q16) && kk && vv && scratch,
             "attention_backward: null pointer");
@@ -355,9 +379,10 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
     LF_CHECK(prec == ComputeType::bf16,
              "attention_backward: probabilities are recomputed only by bf16 training");
     attention_backward_tiles(dq, dkk, dvv, dctx, q, kk, vv, key_mask, d, scale, p_drop, seed,
-                             stream, scratch, first_b, into, q16, dctx16);
+                             stream, scratch, first_b, into, q16, dctx16, rounded_dq);
     return;
   }
+  LF_CHECK(!rounded_dq, "attention_backward: a rounded query gradient needs the tiled path");
   const int64_t tile = d.N * d.Lk;
   const float beta = into == GradInto::add ? 1.f : 0.f;
   const bool drop = p_drop > 0.f;

@@ -46,7 +46,15 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                         ComputeType t = ComputeType::f32, int64_t first_b = 0,
                         GradInto into = GradInto::add, const uint16_t* probs16 = nullptr,
                         const uint16_t* q16 = nullptr, const uint16_t* dctx16 = nullptr,
-                        const float* key_mask = nullptr);
+                        const float* key_mask = nullptr,
+                        const struct RoundedQueryGrad* rounded_dq = nullptr);
+// The tiled backward's query gradient (probs null, GradInto::overwrite) written rounded to bf16
+// into dq16 [R,D] instead of dq, its column sums added to db (the query map's bias gradient),
+// as the query map's bf16 gradient products take it (linear_backward's pre_rounded).
+struct RoundedQueryGrad {
+  uint16_t* dq16 = nullptr;
+  float* db = nullptr;
+};
 
 // bf16 training without kept probabilities (when !attention_keeps_probs(d, bf16)): each
 // thread takes one (sequence, head) tile at a time and computes it whole on its core: scores,

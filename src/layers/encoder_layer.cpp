@@ -56,12 +56,17 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   }
   const AttnDims d = c.dims(lp);
   const KeysValues kv = c.path->saved(c, A);
+  // Tiled bf16 attention writes the query gradient rounded, with the query bias gradient, into
+  // L.dao16 (free once the output map's products have read it), as the query map's products
+  // take it.
+  const bool dq_rounded = !A.probs && L.dao16 && linear_backward_runs_bf16(c.precision, map);
+  const RoundedQueryGrad rq{L.dao16, c.grad(lp.q.b)};
   attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
                      cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
                      c.precision, c.first, GradInto::overwrite, A.probs16, A.q16, L.dctx16,
-                     kv.key_mask);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), L.dq, in, lp.q.w, map, c.precision,
-                  c.wt(lp.q), A.in16, into);
+                     kv.key_mask, dq_rounded ? &rq : nullptr);
+  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), dq_rounded ? nullptr : L.dq, in, lp.q.w, map,
+                  c.precision, c.wt(lp.q), A.in16, into, dq_rounded ? L.dao16 : nullptr);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
