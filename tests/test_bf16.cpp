@@ -474,6 +474,18 @@ void expect_close_per_tensor(const Model& m, const std::vector<float>& g16,
   }
 }
 
+// One training step of m in f32 and one in bf16 from the same weights: the losses within 1%
+// (and not equal: the bf16 path was used), the gradients within expect_close_per_tensor's
+// bounds.
+void expect_bf16_step_close_to_f32(Model& m, const std::string& what) {
+  std::vector<float> g32, g16;
+  const double l32 = bf16_test_step(m, ComputeType::f32, &g32);
+  const double l16 = bf16_test_step(m, ComputeType::bf16, &g16);
+  EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
+  EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
+  expect_close_per_tensor(m, g16, g32, what);
+}
+
 // Every attention path and both norm placements: bf16 rounds the weights once per step and
 // keeps the rounded inputs of the linear maps for their weight gradients; a copy of the wrong
 // tensor (or a stale one) would put the gradients far outside the bf16 tolerance.
@@ -503,15 +515,9 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
     c.dropout = c.attention_dropout = v.dropout;
     Model m(c);
     m.init(5);
-    std::vector<float> g32, g16;
-    const double l32 = bf16_test_step(m, ComputeType::f32, &g32);
-    const double l16 = bf16_test_step(m, ComputeType::bf16, &g16);
-    const std::string what = std::string(to_string(v.kind)) + " " + to_string(v.proj) + " " +
-                             to_string(v.sharing) + " " + to_string(v.norm) + " dropout " +
-                             std::to_string(v.dropout);
-    EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
-    EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
-    expect_close_per_tensor(m, g16, g32, what);
+    expect_bf16_step_close_to_f32(m, std::string(to_string(v.kind)) + " " + to_string(v.proj) +
+                                         " " + to_string(v.sharing) + " " + to_string(v.norm) +
+                                         " dropout " + std::to_string(v.dropout));
   }
 }
 
@@ -544,17 +550,11 @@ TEST(Bf16Training, TiledAttentionCloseToF32) {
     c.dropout = c.attention_dropout = v.dropout;
     Model m(c);
     m.init(6);
-    std::vector<float> g32, g16;
-    const double l32 = bf16_test_step(m, ComputeType::f32, &g32);
-    EXPECT_NE(m.attention_probs(0), nullptr);
-    const double l16 = bf16_test_step(m, ComputeType::bf16, &g16);
     const std::string what = std::string(to_string(v.kind)) + " " + to_string(v.norm) +
                              (v.causal ? " causal" : "") + " dropout " + std::to_string(v.dropout);
+    expect_bf16_step_close_to_f32(m, what);  // the bf16 step last
     SCOPED_TRACE(what);
     EXPECT_ERROR_MENTIONS(m.attention_probs(0), "recomputes the probabilities");
-    EXPECT_NEAR(l16, l32, 1e-2 * l32) << what;
-    EXPECT_NE(l16, l32) << what << ": the bf16 path was not used";
-    expect_close_per_tensor(m, g16, g32, what);
   }
 }
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "core/limits.h"
 #include "linformer/error.h"
@@ -40,6 +40,11 @@ class Buffer {
     if (!p) throw std::bad_alloc();
     ptr_.reset(p);
     size_ = count;
+  }
+  // At least count elements: grows (dropping the contents) only when smaller; returns data().
+  T* grow(size_t count) {
+    if (size_ < count) resize(count);
+    return data();
   }
   void zero() {
     if (size_) std::memset(ptr_.get(), 0, size_ * sizeof(T));

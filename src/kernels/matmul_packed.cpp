@@ -23,13 +23,6 @@ using tag = dnnl::memory::format_tag;
 
 dt dnnl_type(ComputeType t) { return t == ComputeType::bf16 ? dt::bf16 : dt::f32; }
 
-// Grow-only per-thread scratch.
-template <typename T>
-T* grow(Buffer<T>& b, size_t count) {
-  if (b.size() < count) b.resize(count);
-  return b.data();
-}
-
 }  // namespace
 
 struct PackedLinear::Impl {
@@ -207,7 +200,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
     if (im.type == ComputeType::bf16 && x16) {
       src = const_cast<uint16_t*>(x16 + r0 * im.K);
     } else if (im.type == ComputeType::bf16) {
-      uint16_t* b = grow(xb, static_cast<size_t>(M * im.K));
+      uint16_t* b = xb.grow(static_cast<size_t>(M * im.K));
       to_bf16(b, x + r0 * im.K, M, im.K, im.K);
       src = b;
     } else {
@@ -218,7 +211,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
                       : static_cast<void*>(static_cast<float*>(out) + r0 * im.N);
     dnnl::memory dm({{M, im.N}, out16 ? dt::bf16 : dt::f32, tag::ab}, cpu_engine(), dst);
     dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
-                    grow(pad, std::max<size_t>(en.scratch, 1)));
+                    pad.grow(std::max<size_t>(en.scratch, 1)));
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
     if (bias)

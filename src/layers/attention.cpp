@@ -106,10 +106,10 @@ namespace {
 // send it to a generic kernel 2-4x slower).
 const uint16_t* gather_head(Buffer<uint16_t>& buf, const uint16_t* x, int64_t rows, int64_t Dh,
                             int64_t D) {
-  if (buf.size() < static_cast<size_t>(rows * Dh)) buf.resize(rows * Dh);
+  uint16_t* dst = buf.grow(rows * Dh);
   for (int64_t r = 0; r < rows; ++r)
-    vm::copy_row(buf.data() + r * Dh, x + r * D, Dh * static_cast<int64_t>(sizeof(uint16_t)));
-  return buf.data();
+    vm::copy_row(dst + r * Dh, x + r * D, Dh * static_cast<int64_t>(sizeof(uint16_t)));
+  return dst;
 }
 
 // A head's rows of out (D apart) = the dense [rows, Dh] tile t, or += it with add.
@@ -130,9 +130,7 @@ void place_head(T* out, const T* t, int64_t rows, int64_t Dh, int64_t D, bool ad
 // An operand [rows, D] in bf16: x16 when given, else x rounded into buf.
 const uint16_t* rounded_rows(Buffer<uint16_t>& buf, const float* x, const uint16_t* x16,
                              int64_t rows, int64_t D) {
-  if (x16) return x16;
-  if (buf.size() < static_cast<size_t>(rows * D)) buf.resize(rows * D);
-  return round_bf16(buf.data(), x, rows * D);
+  return x16 ? x16 : round_bf16(buf.grow(rows * D), x, rows * D);
 }
 
 // Dense operands of one (sequence, head) tile: [N, Dh] or [Lk, Dh], and the dense N x Lk tile.
@@ -149,19 +147,12 @@ void tile_probs(float* P, const uint16_t* Q, const uint16_t* K, const float* key
   softmax_tile(P, d, b, scale, key_mask);
 }
 
-// Per-thread buffers of the tiled path: the tile's operands gathered densely, its bf16
-// probabilities (then score gradients), and a dense output.
+// Per-thread buffers of the tiled path: the tile's operands gathered densely (q, k, v, and g
+// the context gradient), its bf16 probabilities (then score gradients), its bf16 context and
+// a dense f32 output.
 struct TileBuffers {
   Buffer<uint16_t> q, k, v, g, p16, c16;
   Buffer<float> out;
-  uint16_t* probs16(int64_t n) {
-    if (p16.size() < static_cast<size_t>(n)) p16.resize(n);
-    return p16.data();
-  }
-  float* output(int64_t n) {
-    if (out.size() < static_cast<size_t>(n)) out.resize(n);
-    return out.data();
-  }
 };
 
 }  // namespace
@@ -186,7 +177,7 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* 
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
     float* P = scratch + thread_id() * per_thread;
     thread_local TileBuffers tb;
-    uint16_t* P16 = tb.probs16(N * Lk);
+    uint16_t* P16 = tb.p16.grow(N * Lk);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / d.H, h = i % d.H;
       const int64_t qo = b * N * D + h * Dh, ko = b * Lk * D + h * Dh;
@@ -196,8 +187,7 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* 
       dropout_round(P16, P, nullptr, N * Lk, p_drop, seed,
                     rng_stream(stream, (first_b + b) * d.H + h));
       // ctx = P16 V, densely in bf16, then into the head's columns.
-      if (tb.c16.size() < static_cast<size_t>(N * Dh)) tb.c16.resize(N * Dh);
-      uint16_t* C16 = tb.c16.data();
+      uint16_t* C16 = tb.c16.grow(N * Dh);
       gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dense_layout(Lk),
                    nullptr, dense_layout(Dh), 0.f, nullptr, dense_layout(Dh),
                    Bf16Inputs{P16, gather_head(tb.v, v16 + ko, Lk, Dh, D)}, C16);
@@ -218,14 +208,12 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
   const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D, tile = N * Lk;
   const bool add = into == GradInto::add;
   LF_CHECK(!rq || !add, "attention_backward: a rounded query gradient is written, not added");
-  // rq: each thread's column sums of the query gradient, added to rq->db in thread order.
+  // rq: each thread's column sums of the query gradient, added to rq->db in thread order
+  // (the region captures the pointer: each of its threads has its own thread_local).
   const int threads = num_threads();
   thread_local Buffer<float> colsums;
-  if (rq) {
-    if (colsums.size() < static_cast<size_t>(threads * D)) colsums.resize(threads * D);
-    std::fill(colsums.data(), colsums.data() + threads * D, 0.f);
-  }
-  float* part = colsums.data();  // (the region's threads see their own thread_local)
+  float* part = rq ? colsums.grow(threads * D) : nullptr;
+  if (rq) std::fill(part, part + threads * D, 0.f);
   thread_local Buffer<uint16_t> qb, kb, vb, gb;
   q16 = rounded_rows(qb, q, q16, d.B * N, D);
   dctx16 = rounded_rows(gb, dctx, dctx16, d.B * N, D);
@@ -237,8 +225,8 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
     float* P = scratch + thread_id() * per_thread;  // the tile's probabilities
     float* dP = P + tile;                           // their gradients
     thread_local TileBuffers tb;
-    uint16_t* P16 = tb.probs16(tile);
-    float* out = tb.output(std::max(N, Lk) * Dh);
+    uint16_t* P16 = tb.p16.grow(tile);
+    float* out = tb.out.grow(std::max(N, Lk) * Dh);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / d.H, h = i % d.H;
       const int64_t qo = b * N * D + h * Dh, ko = b * Lk * D + h * Dh;
