@@ -657,6 +657,28 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
                  mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx, lx,
                  Bf16Inputs{nullptr, dout16});
   if (!dE) return;
+  if (!mask) {
+    // dE[:, :N] += sum_b dout_b x_b^T + (sum_b dem_b) 1^T: the products accumulate into one
+    // dense K x N block of scratch (in cache), then one pass adds it to dE. (gemm takes the
+    // rounded operands when they are dense.)
+    for (int64_t b = 0; b < B; ++b)
+      gemm(prec, false, true, K, N, C, 1.f, dout + b * lout.sb, ldo, x + b * lx.sb, ldx,
+           b ? 1.f : 0.f, scratch, N,
+           Bf16Inputs{dout16 && ldo == C ? dout16 + b * lout.sb : nullptr,
+                      x16 && ldx == C ? x16 + b * lx.sb : nullptr});
+    parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        float e = 0.f;
+        if (dem)
+          for (int64_t b = 0; b < B; ++b) e += dem[b * K + j];
+        float* g = dE + j * ldE;
+        const float* s = scratch + j * N;
+#pragma omp simd
+        for (int64_t t = 0; t < N; ++t) g[t] += s[t] + e;
+      }
+    });
+    return;
+  }
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
   gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,
                BatchLayout{K * N, 0, N}, Bf16Inputs{dout16, x16});
