@@ -54,13 +54,6 @@ void linear_forward(float* out, const float* inp, const float* W, const float* b
 
 namespace {
 
-// One row g [cols] of an output gradient: rounded into d16, added to the column sums acc.
-void round_and_sum_row(uint16_t* d16, float* acc, const float* g, int64_t cols) {
-  vm::to_bf16_n(d16, g, cols);
-#pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) acc[c] += g[c];
-}
-
 // d16 = bf16(G) [rows, cols] and db[c] += sum over rows of G[r, c], in one pass over G, whose
 // row r is row(r, buf): a pointer to cols floats, computed into buf (cols floats, per thread)
 // or read where they are. Threads take blocks of rows and add their partial sums in thread
@@ -77,7 +70,7 @@ void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Ro
     thread_local Buffer<float> buf;  // this thread's row, when row() computes it
     if (buf.size() < static_cast<size_t>(cols)) buf.resize(cols);
     for (int64_t r = r0; r < r1; ++r) {
-      round_and_sum_row(d16 + r * cols, acc, row(r, buf.data()), cols);
+      vm::round_and_sum_row(d16 + r * cols, acc, row(r, buf.data()), cols);
     }
   });
   for (int t = 0; t < nt; ++t)
@@ -332,7 +325,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
         });
         gr = t;
       }
-      round_and_sum_row(also->g16 + r * C, pb + C, gr, C);  // as round_output_gradient does
+      vm::round_and_sum_row(also->g16 + r * C, pb + C, gr, C);  // as round_output_gradient does
     }
   });
   for (int t = 0; t < nt; ++t)

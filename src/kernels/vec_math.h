@@ -311,6 +311,13 @@ inline void to_bf16_n(uint16_t* d, const float* s, int64_t n) {
   for (; c < n; ++c) d[c] = bf16_round(s[c]);
 }
 
+// One row g [cols] of an output gradient: rounded into d16, added to the column sums acc.
+inline void round_and_sum_row(uint16_t* d16, float* acc, const float* g, int64_t cols) {
+  to_bf16_n(d16, g, cols);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) acc[c] += g[c];
+}
+
 // d[i] = s[i] widened from bf16 to f32 (exact) for n elements.
 inline void from_bf16_n(float* d, const uint16_t* s, int64_t n) {
   int64_t c = 0;

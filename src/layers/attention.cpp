@@ -178,6 +178,7 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* 
     float* P = scratch + thread_id() * per_thread;
     thread_local TileBuffers tb;
     uint16_t* P16 = tb.p16.grow(N * Lk);
+    uint16_t* C16 = tb.c16.grow(N * Dh);  // the tile's context
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / d.H, h = i % d.H;
       const int64_t qo = b * N * D + h * Dh, ko = b * Lk * D + h * Dh;
@@ -187,7 +188,6 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* 
       dropout_round(P16, P, nullptr, N * Lk, p_drop, seed,
                     rng_stream(stream, (first_b + b) * d.H + h));
       // ctx = P16 V, densely in bf16, then into the head's columns.
-      uint16_t* C16 = tb.c16.grow(N * Dh);
       gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dense_layout(Lk),
                    nullptr, dense_layout(Dh), 0.f, nullptr, dense_layout(Dh),
                    Bf16Inputs{P16, gather_head(tb.v, v16 + ko, Lk, Dh, D)}, C16);
@@ -219,7 +219,7 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
   dctx16 = rounded_rows(gb, dctx, dctx16, d.B * N, D);
   const uint16_t* k16 = rounded_rows(kb, kk, nullptr, d.B * Lk, D);
   const uint16_t* v16 = rounded_rows(vb, vv, nullptr, d.B * Lk, D);
-  const int64_t per_thread = attention_scratch_floats(d) / num_threads();
+  const int64_t per_thread = attention_scratch_floats(d) / threads;
   const BatchLayout dh = dense_layout(Dh), dt = dense_layout(Lk);
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
     float* P = scratch + thread_id() * per_thread;  // the tile's probabilities
@@ -254,12 +254,8 @@ void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dc
                    0.f, out, dh, Bf16Inputs{dS16, K});
       if (rq) {
         float* cs = part + thread_id() * D + h * Dh;
-        for (int64_t r = 0; r < N; ++r) {
-          const float* o = out + r * Dh;
-          vm::to_bf16_n(rq->dq16 + qo + r * D, o, Dh);
-#pragma omp simd
-          for (int64_t c = 0; c < Dh; ++c) cs[c] += o[c];
-        }
+        for (int64_t r = 0; r < N; ++r)
+          vm::round_and_sum_row(rq->dq16 + qo + r * D, cs, out + r * Dh, Dh);
       } else {
         place_head(dq + qo, out, N, Dh, D, add);
       }

@@ -58,8 +58,13 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     max_tile = std::max(max_tile, Lk);
     // The probabilities are kept for backward unless bf16 attention runs tile by tile
     // (attention_forward_tiles), backward recomputing them; its dims as layer_forward's.
-    const AttnDims ad{B,         N, ap.key_length(N, projected_rows(cfg, K, N)), D, H, cfg.d_head(),
-                      cfg.causal};
+    const AttnDims ad{/*B=*/B,
+                      /*N=*/N,
+                      /*Lk=*/ap.key_length(N, projected_rows(cfg, K, N)),
+                      /*D=*/D,
+                      /*H=*/H,
+                      /*Dh=*/cfg.d_head(),
+                      /*causal=*/cfg.causal};
     if (!queries_bf16_only(R) || attention_keeps_probs(ad, train_compute)) {
       A.probs = c.take<float>(B * H * N * Lk);
       if (train_compute == ComputeType::bf16) A.probs16 = c.take<uint16_t>(B * H * N * Lk);
