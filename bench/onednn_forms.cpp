@@ -4,6 +4,7 @@
 //   g++ -O2 -fopenmp bench/onednn_forms.cpp -o onednn_forms -ldnnl
 //   OMP_NUM_THREADS=2 ./onednn_forms                 # add --transposed-dst for the slow form
 //   OMP_NUM_THREADS=2 ./onednn_forms --f32           # part 3 only
+//   OMP_NUM_THREADS=2 ./onednn_forms --f32-wgrad     # part 4 only
 //
 // 1. A forward product x[4096,K] W^T (W packed in oneDNN's layout, bias epilogue) with an f32
 //    or a bf16 output, each followed by a pass that reads the output, over 8 rotating buffers
@@ -198,6 +199,37 @@ void f32_forward_forms(engine& eng, stream& s, int64_t K, int64_t N) {
       static_cast<long long>(N), flops / sgemm / 1e9, flops / packed / 1e9);
 }
 
+// 4. f32 training's weight gradients dW[M,N] += dY^T X over R rows (dY [R,M], X [R,N]): oneDNN's
+//    sgemm ('T', 'N', beta 1) against its matmul primitive with dY read transposed and a sum
+//    post-op (the form gemm() takes for tall, narrow dW: f32_matmul_faster in matmul.cpp).
+void f32_weight_gradient(engine& eng, stream& s, int64_t M, int64_t N, int64_t R) {
+  std::vector<float> dY(R * M, 0.01f), X(R * N, 0.02f), dW(M * N, 0.f);
+  const double sgemm = best_seconds(
+      [&] {
+        dnnl_sgemm('T', 'N', M, N, R, 1.f, dY.data(), M, X.data(), N, 1.f, dW.data(), N);
+      },
+      5);
+  const memory::desc a({M, R}, dt::f32, memory::dims{1, M}), b({R, N}, dt::f32, tag::ab),
+      c({M, N}, dt::f32, tag::ab);
+  primitive_attr attr;
+  post_ops po;
+  po.append_sum(1.f);
+  attr.set_post_ops(po);
+  const matmul::primitive_desc pd(matmul::desc(a, b, c), attr, eng);
+  const matmul mm(pd);
+  memory am(a, eng, dY.data()), bm(b, eng, X.data()), cm(c, eng, dW.data());
+  const double prim = best_seconds(
+      [&] {
+        mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        s.wait();
+      },
+      5);
+  const double flops = 2.0 * R * M * N;
+  std::printf("f32 dW %5lld x %4lld over %5lld rows: sgemm %4.0f, matmul %4.0f GFLOP/s (%.2fx)\n",
+              static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(R),
+              flops / sgemm / 1e9, flops / prim / 1e9, sgemm / prim);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +237,14 @@ int main(int argc, char** argv) {
   const bool f32_only = argc > 1 && std::strcmp(argv[1], "--f32") == 0;
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
+  if (argc > 1 && std::strcmp(argv[1], "--f32-wgrad") == 0) {
+    for (int64_t R : {4096, 16384})
+      for (int64_t N : {64, 128, 256, 512, 768})
+        for (int64_t M : {256, 512, 1024, 2048, 4096, 8192}) f32_weight_gradient(eng, s, M, N, R);
+    for (auto mn : {std::pair<int64_t, int64_t>{768, 3072}, {3072, 768}})
+      f32_weight_gradient(eng, s, mn.first, mn.second, 8192);
+    return 0;
+  }
   // f32 training's forward products at d 256, d_ff 1024 and at d 768, d_ff 3072.
   for (auto kn : {std::pair<int64_t, int64_t>{256, 1024},
                   {1024, 256},

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -115,6 +116,30 @@ TEST(Gemm, AllTransposesShapesAndLeadingDims) {
           g.beta = 1.f;
           run_gemm_case(g, seed += 3);
         }
+}
+
+// Tall, narrow products reducing over many rows (a weight gradient dW = dY^T X) run as
+// oneDNN's matmul primitive instead of its sgemm: the same contract, leading dimensions,
+// alpha, beta and bias included.
+TEST(Gemm, WeightGradientShapesRunAsMatmul) {
+  uint64_t seed = 900;
+  for (const auto& s : {std::array<int64_t, 3>{1024, 40, 512}, {1030, 17, 600}})
+    for (int64_t pad : {0, 5}) {
+      GemmCase g{true, false, s[0], s[1], s[2], pad, 1.f, 1.f};
+      run_gemm_case(g, seed += 3);
+      g.alpha = -0.5f;
+      g.beta = 0.f;
+      run_gemm_case(g, seed += 3);
+    }
+  const int64_t M = 1024, N = 24, K = 512;
+  const std::vector<float> A = test::random_vec(K * M, 7), B = test::random_vec(K * N, 8),
+                           bias = test::random_vec(N, 9);
+  std::vector<float> C(M * N, 99.f), ref(M * N);
+  gemm(ComputeType::f32, true, false, M, N, K, 1.f, A.data(), M, B.data(), N, 0.f, C.data(), N, {},
+       bias.data());
+  gemm_naive(true, false, M, N, K, 1.f, A.data(), M, B.data(), N, 0.f, ref.data(), N);
+  for (int64_t i = 0; i < M * N; ++i)
+    ASSERT_NEAR(C[i], ref[i] + bias[i % N], 1e-4) << "with a bias, at " << i;
 }
 
 TEST(Gemm, BetaZeroDoesNotReadC) {

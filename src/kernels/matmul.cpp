@@ -44,9 +44,18 @@ const dnnl::engine& cpu_engine() {
 
 namespace {
 
-// A bf16 product's shape: everything its oneDNN primitive depends on (the inputs are copied
-// densely, so their leading dimensions are not part of it).
-using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
+// A product's input type and shape: everything its oneDNN primitive depends on (bf16 inputs
+// are copied densely: their leading dimensions are then the dense ones).
+struct ProductKey {
+  bool bf16, ta, tb;
+  int64_t M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  bool with_bias;
+  auto tie() const {
+    return std::tie(bf16, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, with_bias);
+  }
+  bool operator<(const ProductKey& o) const { return tie() < o.tie(); }
+};
 
 // A cached oneDNN matmul and the memory descriptors it was built for.
 struct Product {
@@ -86,20 +95,20 @@ void run(const Product& p, const void* a, const void* b, void* c, const float* b
 
 // The primitive for a shape, built on first use; one cache per thread (primitives are not
 // shared between threads that may run them at once).
-const Product& bf16_product(const Bf16Key& key) {
-  thread_local std::map<Bf16Key, Product> cache;
-  auto it = cache.find(key);
+const Product& plain_product(const ProductKey& k) {
+  thread_local std::map<ProductKey, Product> cache;
+  auto it = cache.find(k);
   if (it != cache.end()) return it->second;
   using dt = dnnl::memory::data_type;
-  const auto [ta, tb, M, N, K, ldc, alpha, beta, with_bias] = key;
-  // Logical op(A) is M x K: strides {K, 1} for plain storage, {1, M} for the transposed one.
-  dnnl::memory::desc a({M, K}, dt::bf16, ta ? dnnl::memory::dims{1, M} : dnnl::memory::dims{K, 1});
-  dnnl::memory::desc b({K, N}, dt::bf16, tb ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1});
-  dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  using dims = dnnl::memory::dims;
+  const dt in = k.bf16 ? dt::bf16 : dt::f32;
+  // Logical op(A) is M x K: strides {lda, 1} for plain storage, {1, lda} for the transposed one.
+  dnnl::memory::desc a({k.M, k.K}, in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+  dnnl::memory::desc b({k.K, k.N}, in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+  dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   const dnnl::memory::desc bias =
-      with_bias ? dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1})
-                : dnnl::memory::desc();
-  return cache.emplace(key, make_product(a, b, c, alpha, beta, bias)).first->second;
+      k.with_bias ? dnnl::memory::desc({1, k.N}, dt::f32, dims{k.N, 1}) : dnnl::memory::desc();
+  return cache.emplace(k, make_product(a, b, c, k.alpha, k.beta, bias)).first->second;
 }
 
 // C = alpha op(A) op(B) (+ bias) + beta C with bf16 inputs through a cached oneDNN matmul
@@ -122,7 +131,18 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
     to_bf16(bbuf.data(), B, br, bc, ldb);
     b = bbuf.data();
   }
-  run(bf16_product(Bf16Key{ta, tb, M, N, K, ldc, alpha, beta, bias != nullptr}), a, b, C, bias);
+  const int64_t lda16 = ta ? M : K, ldb16 = tb ? K : N;  // the dense copies'
+  run(plain_product({true, ta, tb, M, N, K, lda16, ldb16, ldc, alpha, beta, bias != nullptr}), a, b,
+      C, bias);
+}
+
+// Whether an f32 product runs faster as oneDNN's matmul primitive than as its sgemm: a weight
+// gradient dW = dY^T X reducing over many rows into a tall, narrow dW (M >= 1024 rows of at
+// most 512 columns). oneDNN 2.6's sgemm runs these at 200-250 GFLOP/s on 2 threads of a
+// Sapphire Rapids core pair and the matmul at 290-330 (docs/benchmarks.md); elsewhere the two
+// are within a few percent, or sgemm is faster.
+bool f32_matmul_faster(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  return ta && !tb && M >= 1024 && N <= 512 && K >= 512;
 }
 
 }  // namespace
@@ -153,6 +173,12 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   }
   if (gemm_runs_bf16(t, M, N, K)) {
     gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre, bias);
+    return;
+  }
+  if (f32_matmul_faster(trans_a, trans_b, M, N, K)) {
+    run(plain_product(
+            {false, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, bias != nullptr}),
+        A, B, C, bias);
     return;
   }
   if (bias) {  // sgemm has no bias: C starts as the bias rows and the product adds onto it
@@ -235,10 +261,9 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
                   BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre,
                   uint16_t* C16) {
   LF_DCHECK(!C16 || beta == 0.f, "gemm_batched: a bf16 output takes no beta");
-  LF_DCHECK(nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) &&
-                (C || C16),
-            "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
-            " K=", K);
+  LF_DCHECK(
+      nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) && (C || C16),
+      "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N, " K=", K);
   LF_DCHECK(la.ld >= (trans_a ? M : K) && lb.ld >= (trans_b ? K : N) && lc.ld >= N &&
                 (nb == 1 || lc.sb > 0) && (nh == 1 || lc.sh > 0),
             "gemm_batched: leading dimension or output batch stride too small for M=", M, " N=", N,
@@ -258,10 +283,10 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = i / nh, h = i % nh, co = b * lc.sb + h * lc.sh;
         gemm(ComputeType::f32, trans_a, trans_b, M, N, K, alpha, A + b * la.sb + h * la.sh, la.ld,
-             B + b * lb.sb + h * lb.sh, lb.ld, beta, C16 ? tile.data() : C + co,
-             C16 ? N : lc.ld);
+             B + b * lb.sb + h * lb.sh, lb.ld, beta, C16 ? tile.data() : C + co, C16 ? N : lc.ld);
         if (C16)
-          for (int64_t r = 0; r < M; ++r) vm::to_bf16_n(C16 + co + r * lc.ld, tile.data() + r * N, N);
+          for (int64_t r = 0; r < M; ++r)
+            vm::to_bf16_n(C16 + co + r * lc.ld, tile.data() + r * N, N);
       }
     });
     return;
