@@ -205,10 +205,7 @@ void f32_forward_forms(engine& eng, stream& s, int64_t K, int64_t N) {
 void f32_weight_gradient(engine& eng, stream& s, int64_t M, int64_t N, int64_t R) {
   std::vector<float> dY(R * M, 0.01f), X(R * N, 0.02f), dW(M * N, 0.f);
   const double sgemm = best_seconds(
-      [&] {
-        dnnl_sgemm('T', 'N', M, N, R, 1.f, dY.data(), M, X.data(), N, 1.f, dW.data(), N);
-      },
-      5);
+      [&] { dnnl_sgemm('T', 'N', M, N, R, 1.f, dY.data(), M, X.data(), N, 1.f, dW.data(), N); }, 5);
   const memory::desc a({M, R}, dt::f32, memory::dims{1, M}), b({R, N}, dt::f32, tag::ab),
       c({M, N}, dt::f32, tag::ab);
   primitive_attr attr;
