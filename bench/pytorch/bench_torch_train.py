@@ -258,20 +258,22 @@ def main():
                 if attention == "linformer" and a.k >= n:
                     continue
                 row = best.setdefault((attention, n), {})
+                this_run = {}  # ours in this run, for the per-run ratio
                 for c, doc in docs.items():
                     r = next(r for r in doc["runs"] if r["attention"] == attention and r["n"] == n)
                     if r.get("status") != "ok":
                         sys.exit("ours failed: %s" % r.get("error"))
                     row["params ours"] = r["params"]
-                    row["ours " + c] = max(row.get("ours " + c, 0), r["tokens_per_second"])
+                    this_run[c] = r["tokens_per_second"]
+                    row["ours " + c] = max(row.get("ours " + c, 0), this_run[c])
                 for dtype in ("f32", "bf16"):
                     t, count, loss = time_torch(a, attention, n, a.k, dtype)
                     tps = a.batch * n / t
                     row["torch " + dtype] = max(row.get("torch " + dtype, 0), tps)
                     row["params torch"] = count
                     print("run %d %-9s n=%5d %-4s PyTorch %8.0f tok/s (loss %.3f) ours %8.0f tok/s  ratio %.2fx"
-                          % (run + 1, attention, n, dtype, tps, loss, row["ours " + dtype],
-                             row["ours " + dtype] / tps), file=sys.stderr, flush=True)
+                          % (run + 1, attention, n, dtype, tps, loss, this_run[dtype],
+                             this_run[dtype] / tps), file=sys.stderr, flush=True)
                 if row["params ours"] != row["params torch"]:
                     sys.exit("parameter counts differ: ours %d, PyTorch %d (%s n=%d)" % (
                         row["params ours"], row["params torch"], attention, n))
