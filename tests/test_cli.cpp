@@ -485,7 +485,7 @@ TEST(Cli, ErrorsNameTheProblem) {
               "config.json mismatching the weights");
 }
 
-// Issue 16: numeric options out of range (NaN included) are refused with the allowed range,
+// Numeric options out of range (NaN included) are refused with the allowed range,
 // and no command replaces a model folder or one of its own inputs unless told to.
 TEST(Cli, HostileOptionsAndOutputs) {
   const std::string dir = test::temp_dir("hostile");

@@ -1,4 +1,4 @@
-// The model-level pieces of data-parallel training (issue 15), without MPI: a batch run in
+// The model-level pieces of data-parallel training, without MPI: a batch run in
 // slices that carry their global position (Batch::first) equals the whole batch run at once,
 // dropout included, for every attention kind; the gradient buckets cover the gradient buffer
 // exactly once and start during backward; the weight checksum sees a one-ulp change. The

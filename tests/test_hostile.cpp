@@ -1,4 +1,4 @@
-// Hostile and careless input (issue 16), one section per class of problem: sizes beyond the
+// Hostile and careless input, one section per class of problem: sizes beyond the
 // documented limits, deeply nested JSON, non-finite numbers, options out of range, and
 // commands that would destroy a user's files. Each test fails on the code before the fix
 // (see docs/errors.md for the messages).

@@ -1,4 +1,4 @@
-// Data-parallel training (issue 15, docs/distributed.md), end to end with the `linformer`
+// Data-parallel training (docs/distributed.md), end to end with the `linformer`
 // program: `mpirun -np 2` (one thread per rank, TCP on loopback) against one process, without
 // mpirun, that runs twice the per-rank batch with the same seed. Each of 20+ steps must give
 // the same training loss (relative 1e-5) and the final weights must agree (1e-5), for
