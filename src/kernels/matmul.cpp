@@ -121,15 +121,15 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   const uint16_t* b = pre.b;
   if (!a) {
     const int64_t ar = ta ? K : M, ac = ta ? M : K;  // stored shape of A
-    if (abuf.size() < static_cast<size_t>(ar * ac)) abuf.resize(ar * ac);
-    to_bf16(abuf.data(), A, ar, ac, lda);
-    a = abuf.data();
+    uint16_t* dst = abuf.grow(ar * ac);
+    to_bf16(dst, A, ar, ac, lda);
+    a = dst;
   }
   if (!b) {
     const int64_t br = tb ? N : K, bc = tb ? K : N;  // stored shape of B
-    if (bbuf.size() < static_cast<size_t>(br * bc)) bbuf.resize(br * bc);
-    to_bf16(bbuf.data(), B, br, bc, ldb);
-    b = bbuf.data();
+    uint16_t* dst = bbuf.grow(br * bc);
+    to_bf16(dst, B, br, bc, ldb);
+    b = dst;
   }
   const int64_t lda16 = ta ? M : K, ldb16 = tb ? K : N;  // the dense copies'
   run(plain_product({true, ta, tb, M, N, K, lda16, ldb16, ldc, alpha, beta, bias != nullptr}), a, b,
@@ -241,8 +241,7 @@ const float* widen_batch(Buffer<float>& buf, int64_t nb, int64_t nh, int64_t row
                          BatchLayout l, const uint16_t* X16) {
   LF_CHECK(X16, "gemm_batched: an operand is neither given in f32 nor rounded");
   const int64_t n = span(nb, nh, rows, cols, l);
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
-  float* dst = buf.data();
+  float* dst = buf.grow(n);
   parallel_for(0, n, 16384,
                [&](int64_t i0, int64_t i1) { vm::from_bf16_n(dst + i0, X16 + i0, i1 - i0); });
   return dst;
@@ -252,8 +251,7 @@ const float* widen_batch(Buffer<float>& buf, int64_t nb, int64_t nh, int64_t row
 const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
                                  int64_t cols, BatchLayout l, const float* X) {
   const int64_t n = span(nb, nh, rows, cols, l);
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
-  return round_bf16(buf.data(), X, n);
+  return round_bf16(buf.grow(n), X, n);
 }
 
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
@@ -279,14 +277,13 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
     // A bf16 output: each matrix into this thread's tile, then rounded into place.
     thread_local Buffer<float> tile;
     parallel_for(0, nb * nh, 1, [&](int64_t i0, int64_t i1) {
-      if (C16 && tile.size() < static_cast<size_t>(M * N)) tile.resize(M * N);
+      float* t = C16 ? tile.grow(M * N) : nullptr;
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = i / nh, h = i % nh, co = b * lc.sb + h * lc.sh;
         gemm(ComputeType::f32, trans_a, trans_b, M, N, K, alpha, A + b * la.sb + h * la.sh, la.ld,
-             B + b * lb.sb + h * lb.sh, lb.ld, beta, C16 ? tile.data() : C + co, C16 ? N : lc.ld);
+             B + b * lb.sb + h * lb.sh, lb.ld, beta, C16 ? t : C + co, C16 ? N : lc.ld);
         if (C16)
-          for (int64_t r = 0; r < M; ++r)
-            vm::to_bf16_n(C16 + co + r * lc.ld, tile.data() + r * N, N);
+          for (int64_t r = 0; r < M; ++r) vm::to_bf16_n(C16 + co + r * lc.ld, t + r * N, N);
       }
     });
     return;

@@ -62,16 +62,13 @@ template <typename Row>
 void round_and_sum_rows(uint16_t* d16, float* db, int64_t rows, int64_t cols, Row row) {
   thread_local Buffer<float> partial;
   const int nt = num_threads();
-  if (partial.size() < static_cast<size_t>(nt * cols)) partial.resize(nt * cols);
-  float* part = partial.data();
+  float* part = partial.grow(nt * cols);
   std::fill(part, part + nt * cols, 0.f);
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     float* acc = part + thread_id() * cols;
     thread_local Buffer<float> buf;  // this thread's row, when row() computes it
-    if (buf.size() < static_cast<size_t>(cols)) buf.resize(cols);
-    for (int64_t r = r0; r < r1; ++r) {
-      vm::round_and_sum_row(d16 + r * cols, acc, row(r, buf.data()), cols);
-    }
+    float* own = buf.grow(cols);
+    for (int64_t r = r0; r < r1; ++r) vm::round_and_sum_row(d16 + r * cols, acc, row(r, own), cols);
   });
   for (int t = 0; t < nt; ++t)
     for (int64_t c = 0; c < cols; ++c) db[c] += part[t * cols + c];
@@ -106,8 +103,7 @@ void linear_backward(float* dinp, float* dW, float* db, const float* dout, const
     g16 = pre_rounded;
     db = nullptr;  // the caller summed it
   } else if (dinp && dW && linear_backward_runs_bf16(prec, d)) {
-    if (dout16.size() < static_cast<size_t>(rows * out_f)) dout16.resize(rows * out_f);
-    g16 = round_output_gradient(dout16.data(), db, dout, rows, out_f);
+    g16 = round_output_gradient(dout16.grow(rows * out_f), db, dout, rows, out_f);
     db = nullptr;
   }
   // The weight gradient first, while the output gradient just rounded is still in cache (its
@@ -282,8 +278,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   thread_local Buffer<float> partial;
   const int nt = num_threads();
   const int64_t per = (also ? 3 : 2) * C;  // dw, db (and also->colsum) partial sums
-  if (partial.size() < static_cast<size_t>(nt * per)) partial.resize(nt * per);
-  float* part = partial.data();
+  float* part = partial.grow(nt * per);
   std::fill(part, part + nt * per, 0.f);
   const bool add = into == GradInto::add;
   const bool drop = also && also->p > 0.f;
@@ -294,7 +289,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
     float* pw = part + thread_id() * per;
     float* pb = pw + C;
     thread_local Buffer<float> dropped;  // this thread's row of g, with dropout
-    if (drop && dropped.size() < static_cast<size_t>(C)) dropped.resize(C);
+    float* drow = drop ? dropped.grow(C) : nullptr;
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
       const float* g = dout + r * C;
@@ -319,11 +314,10 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
       if (!also) continue;
       const float* gr = dx;  // the row of dropout_backward(dx), as dropout_backward writes it
       if (drop) {
-        float* t = dropped.data();
         mask.for_range(r * C, (r + 1) * C, [&](int64_t i, bool keep) {
-          t[i - r * C] = keep ? 0.f + dx[i - r * C] * keep_scale : 0.f;
+          drow[i - r * C] = keep ? 0.f + dx[i - r * C] * keep_scale : 0.f;
         });
-        gr = t;
+        gr = drow;
       }
       vm::round_and_sum_row(also->g16 + r * C, pb + C, gr, C);  // as round_output_gradient does
     }

@@ -404,12 +404,7 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
                  Bf16Inputs{P16, dctx16_b});
     // In bf16 the score gradients are rounded tile by tile right after softmax's backward,
     // while each tile is in cache (the block is dense: tile i at i * tile, as in dP).
-    uint16_t* dp16 = nullptr;
-    if (bf16) {
-      if (dp_buf.size() < static_cast<size_t>(k.nb * k.nh * tile))
-        dp_buf.resize(k.nb * k.nh * tile);
-      dp16 = dp_buf.data();
-    }
+    uint16_t* dp16 = bf16 ? dp_buf.grow(k.nb * k.nh * tile) : nullptr;
     parallel_for(0, k.nb * k.nh, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = k.b0 + i / k.nh, h = k.h0 + i % k.nh;

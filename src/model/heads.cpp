@@ -66,8 +66,7 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   if (!grad) return loss;
   float* dlogits = c.logits;
   // Each gradient below is written over its buffer by the first backward that produces it.
-  if (mlm_grad.size() < static_cast<size_t>(3 * M * D)) mlm_grad.resize(3 * M * D);
-  float* d3 = mlm_grad.data();
+  float* d3 = mlm_grad.grow(3 * M * D);
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
   linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
