@@ -21,4 +21,36 @@ linformer init --config /usr/share/linformer/configs/small-linformer.json --seed
 linformer forward --model "$tmp/m" --random-batch 2 64 --no-logits --out "$tmp/out.safetensors"
 linformer info --model "$tmp/m" > "$tmp/info.txt"
 head -n 5 "$tmp/info.txt"
+# The server: started on a free loopback port with a model and a tokenizer made here, asked
+# for its health and an embedding over bash's /dev/tcp (a fresh system has no curl), stopped
+# with SIGTERM.
+for i in $(seq 1 300); do echo "the quick brown fox $i jumps over the lazy dog number $((i * 7))"; done > "$tmp/text.txt"
+linformer tokenizer train --input "$tmp/text.txt" --out "$tmp/m/tokenizer.model" --vocab-size 60 >/dev/null 2>&1
+linformer serve --model "$tmp/m" --port 0 > "$tmp/serve.out" 2> "$tmp/serve.err" &
+serve_pid=$!
+http() {  # http METHOD PATH [BODY]: the response, headers and body
+  local port body=${3:-}
+  port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/serve.out" | head -1)
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf '%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+    "$1" "$2" "${#body}" "$body" >&3
+  cat <&3
+  exec 3>&-
+}
+healthy=0
+for i in $(seq 1 600); do
+  if grep -q listening "$tmp/serve.out" 2>/dev/null; then
+    reply=$(http GET /health 2>/dev/null || true)
+    [[ "$reply" == *'"status":"ok"'* ]] && { healthy=1; break; }
+  fi
+  kill -0 $serve_pid 2>/dev/null || { cat "$tmp/serve.err" >&2; echo "check_deb: serve exited" >&2; exit 1; }
+  sleep 0.1
+done
+((healthy)) || { cat "$tmp/serve.err" >&2; echo "check_deb: serve never became healthy" >&2; exit 1; }
+reply=$(http POST /embed '{"inputs": "the quick brown fox"}')
+[[ "$reply" == *'[[-'* || "$reply" == *'[[0'* || "$reply" == *'[[1'* ]] ||
+  { echo "$reply" >&2; cat "$tmp/serve.err" >&2; echo "check_deb: serve gave no embedding" >&2; exit 1; }
+kill -TERM $serve_pid
+wait $serve_pid || { echo "check_deb: serve did not exit 0 on SIGTERM" >&2; exit 1; }
+echo "check_deb: linformer serve answers /health and /embed and stops on SIGTERM"
 echo "check_deb: the package installs on a fresh system and runs"

@@ -14,6 +14,7 @@ done
 #     pkg-config (finds SentencePiece), file (cpack reads the binaries' dependencies)
 #   oneDNN (matrix products): libdnnl-dev, and ocl-icd-opencl-dev because oneDNN's CMake
 #     config requires OpenCL although the package only recommends it
+#   libcpp-httplib-dev (the HTTP server of `linformer serve`)
 #   nlohmann-json3-dev (JSON), libcli11-dev (command line), libsentencepiece-dev (tokenizer),
 #   libeigen3-dev (SVD of the spectrum analysis), libgtest-dev (tests),
 #   libbenchmark-dev (kernel micro-benchmarks)
@@ -22,17 +23,19 @@ done
 #     launches the ranks; the data-parallel tests run it)
 pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
-      libbenchmark-dev libopenmpi-dev openmpi-bin)
+      libbenchmark-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev)
 for a in "$@"; do case "$a" in
-  # PyTorch for the reference checks of the tests (never used at run time).
-  --test) pkgs+=(python3 python3-torch python3-numpy) ;;
+  # PyTorch for the reference checks of the tests (never used at run time); headless chromium,
+  # its driver and Selenium for the test of the server's page in a real browser.
+  --test) pkgs+=(python3 python3-torch python3-numpy chromium chromium-driver python3-selenium) ;;
   # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
   --demo) pkgs+=(bible-kjv) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
   # default BLAS is the slow reference one, which would make the comparison meaningless), and
-  # jemalloc (the training peer preloads it); bench/pytorch/torch_setup.py picks them.
+  # jemalloc (the training peer preloads it); bench/pytorch/torch_setup.py picks them. wrk:
+  # the HTTP load generator of the server's benchmark (bench/serve/).
   --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread
-                  libjemalloc2) ;;
+                  libjemalloc2 wrk) ;;
   # The sanitizer build and its libFuzzer harnesses (make sanitize, make fuzz): clang, its runtimes (libFuzzer, ASan,
   # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
   --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;

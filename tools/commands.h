@@ -15,4 +15,5 @@ void add_predict(CLI::App& app);
 void add_embed(CLI::App& app);
 void add_spectrum(CLI::App& app);
 void add_perplexity(CLI::App& app);
+void add_serve(CLI::App& app);
 }  // namespace lf::cli

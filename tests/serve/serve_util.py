@@ -1,0 +1,147 @@
+"""Helpers of the `linformer serve` tests: tiny model folders made with the program itself, a
+server process on a free loopback port, and an HTTP client (the standard library's
+http.client). Every wait is bounded."""
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+BIN = os.environ.get("LINFORMER_BIN", "")
+
+FILLER = "the movie was very and plot it acting film really".split()
+
+
+def tsv_rows(n, seed, pairs=False):
+    r = random.Random(seed)
+    out = ["label\tsentence1\tsentence2" if pairs else "label\tsentence"]
+    for _ in range(n):
+        y = r.randrange(2)
+        words = [r.choice(FILLER) for _ in range(r.randrange(2, 8))]
+        words.insert(r.randrange(len(words) + 1), "good" if y else "bad")
+        if pairs:
+            other = [r.choice(FILLER) for _ in range(r.randrange(1, 5))]
+            out.append(f"{y}\t{' '.join(other)}\t{' '.join(words)}")
+        else:
+            out.append(f"{y}\t{' '.join(words)}")
+    return "\n".join(out) + "\n"
+
+
+def run(args, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    p = subprocess.run([BIN] + args, capture_output=True, text=True, env=env, timeout=600, **kw)
+    if p.returncode != 0:
+        raise RuntimeError(f"linformer {' '.join(args)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def make_classifier(root, name, pairs=False, max_len=64, extra=()):
+    """Finetunes a tiny classifier (a second or two) and returns its best/ folder."""
+    d = os.path.join(root, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "train.tsv"), "w") as f:
+        f.write(tsv_rows(320, 1, pairs))
+    with open(os.path.join(d, "dev.tsv"), "w") as f:
+        f.write(tsv_rows(64, 2, pairs))
+    run(["finetune", "--train", f"{d}/train.tsv", "--dev", f"{d}/dev.tsv", "--out", f"{d}/run",
+         "--set", "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64", "--set", "n_layers=2",
+         "--set", f"max_len={max_len}", "--set", "k=8", "--set", "sharing=kv", "--set", "dropout=0",
+         "--set", "attention_dropout=0", "--vocab-size", "40", "--batch-size", "16",
+         "--epochs", "3", "--lr", "3e-3", "--seed", "3", "--quiet", *extra])
+    return f"{d}/run/best"
+
+
+class Server:
+    """`linformer serve` on 127.0.0.1, any free port."""
+
+    def __init__(self, model, *args, threads=2, wait=True):
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+        self.proc = subprocess.Popen([BIN, "serve", "--model", model, "--host", "127.0.0.1",
+                                      "--port", "0", *args], stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env)
+        line = self.proc.stdout.readline()  # printed once the port is bound
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"serve did not start: {line!r}\n{self.stderr()}")
+        self.port = int(m.group(1))
+        self.first_health = None
+        if wait:
+            self.wait_ready()
+
+    def stderr(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def wait_ready(self, timeout=120):
+        end = time.time() + timeout
+        while time.time() < end:
+            status, _, _ = self.request("GET", "/health")
+            if self.first_health is None:
+                self.first_health = status
+            if status == 200:
+                return
+            time.sleep(0.02)
+        raise RuntimeError("the server did not become healthy:\n" + self.stderr())
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, headers dict, body bytes); body: bytes, str, or an object sent as JSON."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            c.close()
+
+    def post(self, path, body, **kw):
+        status, headers, data = self.request("POST", path, body, **kw)
+        return status, json.loads(data) if data else None
+
+    def metrics(self):
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200
+        values = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                key, _, v = line.rpartition(" ")
+                values[key] = float(v)
+        return values
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+def port_closed(port):
+    s = socket.socket()
+    try:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) != 0
+    finally:
+        s.close()
