@@ -221,6 +221,47 @@ class Routes(unittest.TestCase):
         self.assertEqual(m['linformer_batch_size_bucket{le="+Inf"}'], m["linformer_batch_size_count"])
 
 
+    def test_malformed_http_and_slow_clients_do_not_disturb_others(self):
+        for raw in [b"GARBAGE\r\n\r\n", b"POST /embed HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                    b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"in"]:
+            c = socket.create_connection(("127.0.0.1", self.s.port), timeout=10)
+            c.sendall(raw)
+            c.shutdown(socket.SHUT_WR)  # and the rest never comes
+            reply = b""
+            try:
+                while chunk := c.recv(4096):
+                    reply += chunk
+            except OSError:
+                pass
+            c.close()
+            if reply:
+                self.assertRegex(reply.split(b"\r\n")[0], rb"HTTP/1\.1 4\d\d")
+            self.assertEqual(self.s.post("/embed", {"inputs": "good"})[0], 200)
+
+    def test_log_lines(self):
+        self.s.post("/predict", {"inputs": TEXTS[:2]})
+        lines = [l for l in self.s.stderr().splitlines() if " POST /predict 200 " in l]
+        self.assertTrue(lines)
+        self.assertRegex(lines[-1], r"inputs=\d+ tokens=\d+ queue_ms=[0-9.]+ compute_ms=[0-9.]+ total_ms=[0-9.]+")
+
+
+class JsonLog(unittest.TestCase):
+    def test_json_log_lines(self):
+        s = su.Server(MODEL, "--log-format", "json")
+        try:
+            s.post("/embed", {"inputs": ["good", "bad plot"]})
+            s.post("/embed", {"inputs": []})
+            recs = [json.loads(l) for l in s.stderr().splitlines() if l.startswith("{")]
+            ok = [r for r in recs if r["route"] == "/embed" and r["status"] == 200][0]
+            self.assertEqual((ok["method"], ok["inputs"]), ("POST", 2))
+            for k in ["tokens", "queue_ms", "compute_ms", "total_ms", "time", "client"]:
+                self.assertIn(k, ok)
+            bad = [r for r in recs if r["status"] == 422][0]
+            self.assertEqual(bad["error_type"], "validation")
+        finally:
+            s.close()
+
+
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
         s = su.Server(PAIRS)
