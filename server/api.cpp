@@ -276,6 +276,10 @@ void append_floats(std::string* out, const float* v, int64_t n) {
       out->append("null");
       continue;
     }
+    if (v[i] == 0 && std::signbit(v[i])) {  // "-0" reads back as the integer 0 in JSON
+      out->append("-0.0");
+      continue;
+    }
     const auto r = std::to_chars(buf, buf + sizeof buf, v[i]);
     out->append(buf, r.ptr);
   }

@@ -455,7 +455,9 @@ void Server::routes() {
                                                                       httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
-      metrics_.request_done(req.path, false, "payload_too_large");
+      // Counted under the route when it is one (not under any path a client makes up).
+      for (const char* r : {"/embed", "/predict", "/tokenize", "/v1/embeddings"})
+        if (req.path == r) metrics_.request_done(r, false, "payload_too_large");
       send_error(res, ApiError(413, "payload_too_large",
                                "the request body is larger than this server's limit of " +
                                    std::to_string(o_.payload_limit) + " bytes (--payload-limit)"));
