@@ -180,6 +180,22 @@ class Model {
   void set_exact_attention(ExactAttention how);
   ExactAttention exact_attention() const;
 
+  // Batch-invariant inference (off by default). With it on, an f32 inference forward
+  // (train = false) gives every sequence of the batch bitwise the same hidden states (and so
+  // the same pooled embeddings, classifier logits and MLM logits) as it gets alone, padded to
+  // the same length: a sequence's outputs are a function of its token ids, its mask, the
+  // batch's padded length N and the OpenMP thread count only, not of the batch size, its
+  // place in the batch or the other sequences. (Not of N's padding either way: the same
+  // sequence padded to another N may differ in the last bits; nor across thread counts.)
+  // How: every linear map runs in fixed tiles of rows through one single-threaded oneDNN
+  // primitive per map and shape, the layer's row blocks have a fixed size, every per-sequence
+  // product runs in the same threading context for one sequence as for many, and the
+  // padding mask is always passed (all ones when absent). It costs inference speed
+  // (docs/design.md, "Batch invariance"). Training is unaffected; bf16 inference runs the same
+  // way but is not checked for the guarantee. Off, results are those it has always given.
+  void set_batch_invariant(bool on);
+  bool batch_invariant() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -127,6 +127,20 @@ class PackedLinear {
   // (dense), used instead of rounding x again (x may then be null).
   void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
              const uint16_t* x16 = nullptr) const;
+  // The same product with the rows in tiles of exactly `tile` rows, each through the one
+  // single-threaded primitive of (tile, epilogue, bias) (a last partial tile runs on a
+  // zero-padded copy of its rows), the tiles shared among the threads when called outside a
+  // parallel region (serially inside one). A row's result then depends only on the row and
+  // the tile size: not on how many rows the call has, where the row sits among them, or what
+  // the other rows hold (batch-invariant inference, Model::set_batch_invariant). f32 inputs
+  // (bf16 weights round each tile).
+  void apply_tiled(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
+                   int64_t tile) const;
+  // Makes apply() run as apply_tiled(..., rows) (0: as before, in power-of-two blocks). Kept
+  // until changed or the object is replaced; pack() keeps it.
+  void set_row_tile(int64_t rows);
+  int64_t row_tile() const { return row_tile_; }
+
   // bf16 weights only: out16 = bf16(x16 W^T + bias), rounded to nearest even from the f32
   // accumulator (bf16 training keeps the FFN's hidden activation and gradient in bf16).
   void apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows, const float* bias) const;
@@ -144,6 +158,7 @@ class PackedLinear {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int64_t row_tile_ = 0;  // set_row_tile
   void pack_impl(const float* W, int64_t N, int64_t K, ComputeType type, bool transposed);
   void apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows, const float* bias,
                   Epilogue e, bool out16) const;

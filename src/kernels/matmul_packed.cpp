@@ -9,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "core/check.h"
+#include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/matmul.h"
@@ -73,6 +74,13 @@ struct PackedLinear::Impl {
            " weights on this CPU (", err.what(), ")",
            type == ComputeType::bf16 ? "; bf16 needs AVX-512, run without --bf16" : "");
     }
+  }
+
+  void run_block(int64_t M, void* dst, const float* x, const uint16_t* x16, const float* bias,
+                 Epilogue e, bool out16) const;
+  static dnnl::stream& stream() {
+    thread_local dnnl::stream strm(cpu_engine());
+    return strm;
   }
 
   const Entry& get(int64_t M, Epilogue e, bool bias, bool nested, bool out16) const {
@@ -165,6 +173,11 @@ void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* 
                          const uint16_t* x16) const {
   LF_DCHECK(rows <= 0 || (out && (x || (x16 && type() == ComputeType::bf16))),
             "packed linear: null input or output for ", rows, " rows");
+  if (row_tile_ > 0) {
+    LF_CHECK(!x16, "packed linear: a fixed row tile takes f32 inputs");
+    apply_tiled(out, x, rows, bias, e, row_tile_);
+    return;
+  }
   apply_impl(out, x, x16, rows, bias, e, false);
 }
 
@@ -175,6 +188,39 @@ void PackedLinear::apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows
   apply_impl(out16, nullptr, x16, rows, bias, Epilogue::store, true);
 }
 
+// Runs the product on one block of M rows: x (f32, rounded here for bf16 weights) or x16
+// (bf16 weights only) starts at the block's first row, dst (f32, or bf16 with out16) likewise.
+// Builds the block's primitive for the calling thread's context on first use. The caller
+// waits for the thread's stream.
+void PackedLinear::Impl::run_block(int64_t M, void* dst, const float* x, const uint16_t* x16,
+                                   const float* bias, Epilogue e, bool out16) const {
+  thread_local Buffer<uint16_t> xb;
+  thread_local Buffer<uint8_t> pad;
+  const Entry& en = get(M, e, bias != nullptr, omp_in_parallel(), out16);
+  void* src = nullptr;
+  if (type == ComputeType::bf16 && x16) {
+    src = const_cast<uint16_t*>(x16);
+  } else if (type == ComputeType::bf16) {
+    uint16_t* b = xb.grow(static_cast<size_t>(M * K));
+    to_bf16(b, x, M, K, K);
+    src = b;
+  } else {
+    src = const_cast<float*>(x);
+  }
+  const dt t = dnnl_type(type);
+  const dnnl::memory wm(wdesc, cpu_engine(), const_cast<uint8_t*>(weights.data()));
+  dnnl::memory sm({{M, K}, t, tag::ab}, cpu_engine(), src);
+  dnnl::memory dm({{M, N}, out16 ? dt::bf16 : dt::f32, tag::ab}, cpu_engine(), dst);
+  dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
+                  pad.grow(std::max<size_t>(en.scratch, 1)));
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, cpu_engine(),
+                                             const_cast<float*>(bias)));
+  en.prim.execute(stream(), args);
+}
+
 // out: float (or uint16_t when the output is bf16: then x16 is given and e is store).
 void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows,
                               const float* bias, Epilogue e, bool out16) const {
@@ -182,44 +228,63 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
-  thread_local dnnl::stream strm(cpu_engine());
-  thread_local Buffer<uint16_t> xb;
-  thread_local Buffer<uint8_t> pad;
-  const bool nested = omp_in_parallel();
-  const dt t = dnnl_type(im.type);
-  const dnnl::memory wm(im.wdesc, cpu_engine(), const_cast<uint8_t*>(im.weights.data()));
   // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
   // row counts ever reach oneDNN, so few primitives are built however the batches vary.
   const int64_t max_rows = x16 || im.type == ComputeType::f32 ? kMaxRowsDirect : kMaxRows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
-    const Impl::Entry& en = im.get(M, e, bias != nullptr, nested, out16);
     // x is null when only the rounded input is given: offset whichever pointer is used.
-    void* src = nullptr;
-    if (im.type == ComputeType::bf16 && x16) {
-      src = const_cast<uint16_t*>(x16 + r0 * im.K);
-    } else if (im.type == ComputeType::bf16) {
-      uint16_t* b = xb.grow(static_cast<size_t>(M * im.K));
-      to_bf16(b, x + r0 * im.K, M, im.K, im.K);
-      src = b;
-    } else {
-      src = const_cast<float*>(x + r0 * im.K);
-    }
-    dnnl::memory sm({{M, im.K}, t, tag::ab}, cpu_engine(), src);
     void* dst = out16 ? static_cast<void*>(static_cast<uint16_t*>(out) + r0 * im.N)
                       : static_cast<void*>(static_cast<float*>(out) + r0 * im.N);
-    dnnl::memory dm({{M, im.N}, out16 ? dt::bf16 : dt::f32, tag::ab}, cpu_engine(), dst);
-    dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
-                    pad.grow(std::max<size_t>(en.scratch, 1)));
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
-    if (bias)
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, im.N}, dt::f32, tag::ab}, cpu_engine(),
-                                               const_cast<float*>(bias)));
-    en.prim.execute(strm, args);
+    im.run_block(M, dst, x ? x + r0 * im.K : nullptr, x16 ? x16 + r0 * im.K : nullptr, bias, e,
+                 out16);
   }
-  strm.wait();
+  Impl::stream().wait();
+}
+
+void PackedLinear::set_row_tile(int64_t rows) {
+  LF_CHECK(rows >= 0, "packed linear: negative row tile ", rows);
+  row_tile_ = rows;
+}
+
+void PackedLinear::apply_tiled(float* out, const float* x, int64_t rows, const float* bias,
+                               Epilogue e, int64_t tile) const {
+  LF_CHECK(packed(), "packed linear: apply() before pack()");
+  LF_CHECK(tile > 0, "packed linear: row tile ", tile);
+  LF_DCHECK(rows <= 0 || (out && x), "packed linear: null input or output for ", rows, " rows");
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
+  if (rows <= 0) return;
+  const Impl& im = *impl_;
+  const int64_t K = im.K, N = im.N, tiles = (rows + tile - 1) / tile;
+  // Tile i: rows [i * tile, ...); a partial tile runs on zero-padded copies.
+  const auto run_tile = [&](int64_t i) {
+    const int64_t r0 = i * tile, n = std::min(tile, rows - r0);
+    if (n == tile) {
+      im.run_block(tile, out + r0 * N, x + r0 * K, nullptr, bias, e, false);
+    } else {
+      thread_local Buffer<float> xs, os;
+      float* xt = xs.grow(static_cast<size_t>(tile * K));
+      float* ot = os.grow(static_cast<size_t>(tile * N));
+      std::copy(x + r0 * K, x + (r0 + n) * K, xt);
+      std::fill(xt + n * K, xt + tile * K, 0.f);
+      if (e == Epilogue::accumulate) std::copy(out + r0 * N, out + (r0 + n) * N, ot);
+      im.run_block(tile, ot, xt, nullptr, bias, e, false);
+      Impl::stream().wait();
+      std::copy(ot, ot + n * N, out + r0 * N);
+    }
+    Impl::stream().wait();
+  };
+  if (omp_in_parallel()) {
+    for (int64_t i = 0; i < tiles; ++i) run_tile(i);
+    return;
+  }
+  // Outside a parallel region every tile still runs inside one (a team of every thread, even
+  // for one tile), on the single-threaded primitive: the same one whatever `rows` is. Built
+  // here first, so that a oneDNN error is thrown outside the region.
+  im.get(tile, e, bias != nullptr, num_threads() > 1, false);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads())
+  for (int64_t i = 0; i < tiles; ++i) run_tile(i);
 }
 
 }  // namespace lf

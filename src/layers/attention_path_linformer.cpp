@@ -37,7 +37,9 @@ void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
 // starts from. A row whose window holds no real position (past a short sequence's end, or all
 // padding) is left out of the softmax when the config masks empty rows (docs/model.md).
 // Marks the live rows among the c.proj_rows(lp) formed in A.rows_live [B, rows] and sets
-// A.row_mask to it, or to null when all of them are live or the config keeps empty rows.
+// A.row_mask to it, or to null when all of them are live (except in batch-invariant
+// inference, where whether they are depends on the other sequences) or the config keeps
+// empty rows.
 // Without padding every formed row is live (a row is formed only if its window starts before
 // N), so there is nothing to mark.
 void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
@@ -55,7 +57,7 @@ void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
       all = all && live;
     }
   }
-  if (!all) A.row_mask = A.rows_live;
+  if (!all || c.invariant) A.row_mask = A.rows_live;
 }
 
 // What the three paths share: attention against the K projected rows kp, vp.

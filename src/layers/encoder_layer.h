@@ -144,6 +144,10 @@ struct LayerContext {
   // use the packed weights in their own compute type).
   ComputeType precision = ComputeType::f32;
   TrainWeights wt;  // training: the weights' packed forms (and bf16 copies in bf16)
+  // Batch-invariant inference (Model::set_batch_invariant): the mask is never null, row
+  // blocks have a fixed size and use every thread, and Linformer passes its live-row mask
+  // even when every row is live, so that a sequence's arithmetic is the same in any batch.
+  bool invariant = false;
 
   AttnDims dims(const LayerParams& lp) const;
   // Linformer: the projected rows this batch forms, K or fewer (projected_rows).

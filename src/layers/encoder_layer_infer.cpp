@@ -39,9 +39,11 @@ void layer_forward_infer(const LayerContext& c, const LayerParams& lp, LayerAct&
   const FeedForward ffn{lp.inter, lp.out, D, F, c.precision};
   const int64_t ch = L.chunk, nc = (N + ch - 1) / ch;
   // Row blocks are handed out dynamically: the blocks cost the same, but a core shared with
-  // another process must not hold back the whole layer.
+  // another process must not hold back the whole layer. Batch-invariant inference uses every
+  // thread even for one block, so that the blocks' products always run in a parallel region.
   const int64_t items = c.B * nc;
-  const int nt = static_cast<int>(std::min<int64_t>(num_threads(), items));
+  const int nt =
+      c.invariant ? num_threads() : static_cast<int>(std::min<int64_t>(num_threads(), items));
 #pragma omp parallel num_threads(nt) if (nt > 1 && !omp_in_parallel())
   {
     float* w = L.work + omp_get_thread_num() * L.work_floats;

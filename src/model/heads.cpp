@@ -33,12 +33,22 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
   const TrainWeights wt = mlm_train_weights();
-  linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D},
-                 train_compute, wt(lm_dense));
+  // Batch-invariant inference: both products in fixed row tiles (PackedLinear::apply_tiled).
+  const bool fixed = batch_invariant();
+  if (fixed)
+    lm_dense.train_fwd.apply_tiled(c.t1, c.xin, M, lm_dense.b, PackedLinear::Epilogue::store,
+                                   kInvariantRows);
+  else
+    linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b,
+                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute, wt(lm_dense));
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
-  linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
-                 train_compute, TrainWeight(wt(word), &word_fwd, nullptr));
+  if (fixed)
+    word_fwd.apply_tiled(c.logits, c.t3, M, lm_bias, PackedLinear::Epilogue::store,
+                         kInvariantRows);
+  else
+    linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
+                   train_compute, TrainWeight(wt(word), &word_fwd, nullptr));
   return c;
 }
 
@@ -124,10 +134,19 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   const int64_t f0 = first * D;  // dropout mask index of c0[0] (Batch::first)
   dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn), f0);
   const LinearDims dense{/*rows=*/B, /*in=*/D, /*out=*/D}, out{/*rows=*/B, /*in=*/D, /*out=*/C};
-  linear_forward(t, c0, cls_dense.w, cls_dense.b, dense, train_compute);
+  // Batch-invariant inference: both maps in f32, in fixed row tiles.
+  const bool fixed = batch_invariant();
+  if (fixed) ensure_cls_packed();
+  const auto map = [&](float* y, const float* x, const Linear& l, const LinearDims& d) {
+    if (fixed)
+      l.packed.apply_tiled(y, x, B, l.b, PackedLinear::Epilogue::store, kInvariantRows);
+    else
+      linear_forward(y, x, l.w, l.b, d, train_compute);
+  };
+  map(t, c0, cls_dense, dense);
   tanh_forward(t, t, B * D);
   dropout_forward(td, t, B * D, p, seed, rng_stream(kClsHidden), f0);
-  linear_forward(logits, td, cls_out.w, cls_out.b, out, train_compute);
+  map(logits, td, cls_out, out);
   if (logits_out) std::memcpy(logits_out, logits, B * C * sizeof(float));
   if (!labels) return 0.0;
   for (int64_t b = 0; b < B; ++b)

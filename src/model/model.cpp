@@ -113,13 +113,22 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
   }
 }
 
-// Packs the weights for the compute type if they changed since the last packing.
+// Packs the weights for the compute type if they changed since the last packing, and sets
+// their row tiles: fixed in batch-invariant inference, none otherwise.
 void Model::Impl::ensure_packed() {
-  if (packed_current) return;
+  const int64_t tile = invariant ? kInvariantRows : 0;
   for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in) {
-    l.packed.pack(l.w, out, in, compute);
+    if (!packed_current) l.packed.pack(l.w, out, in, compute);
+    l.packed.set_row_tile(tile);
   });
   packed_current = true;
+}
+
+void Model::Impl::ensure_cls_packed() {
+  if (cls_packed_current) return;
+  cls_dense.packed.pack(cls_dense.w, cfg.d_model, cfg.d_model, ComputeType::f32);
+  cls_out.packed.pack(cls_out.w, cfg.num_classes, cfg.d_model, ComputeType::f32);
+  cls_packed_current = true;
 }
 
 // Parameters may have changed: drop the packed copies (repacked when next needed).
@@ -127,6 +136,11 @@ void Model::Impl::weights_changed() {
   params16_current = false;
   train_packs_current = false;
   drop_packed();
+  if (cls_packed_current) {
+    cls_dense.packed = PackedLinear();
+    cls_out.packed = PackedLinear();
+    cls_packed_current = false;
+  }
 }
 
 void Model::Impl::drop_packed() {
@@ -194,6 +208,7 @@ LayerContext Model::Impl::layer_context() {
   if (train) c.grad = grad_map();
   c.precision = train_compute;
   if (train) c.wt = train_weights();
+  c.invariant = batch_invariant();
   return c;
 }
 
@@ -224,18 +239,24 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   std::memcpy(ids_copy.data(), batch.ids, R * sizeof(int32_t));
   ids = ids_copy.data();
   mask = nullptr;
+  bool all_real = true;
   if (batch.mask) {
-    bool all_real = true;
     for (int64_t i = 0; i < R; ++i) {
       LF_CHECK(batch.mask[i] == 0.f || batch.mask[i] == 1.f,
                "forward: attention_mask must hold 0 or 1, found ", batch.mask[i]);
       all_real = all_real && batch.mask[i] == 1.f;
     }
-    if (!all_real) {
-      mask_copy.resize(R);
+  }
+  // Without padding the mask is dropped (null: the unmasked paths), except in batch-invariant
+  // inference: there every sequence takes the masked paths (all ones), as it does in a batch
+  // where another sequence has padding.
+  if ((batch.mask && !all_real) || batch_invariant()) {
+    mask_copy.resize(R);
+    if (batch.mask)
       std::memcpy(mask_copy.data(), batch.mask, R * sizeof(float));
-      mask = mask_copy.data();
-    }
+    else
+      std::fill(mask_copy.data(), mask_copy.data() + R, 1.f);
+    mask = mask_copy.data();
   }
   {
     Layout lay;
@@ -267,6 +288,9 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb), first * N * D);
   const LayerContext c = layer_context();
   const bool post = cfg.norm == NormPlacement::post;
+  // Batch-invariant inference: loops over the batch's sequences and heads use every thread
+  // even for one sequence, so that their products run as they do for many.
+  const FullTeam team(c.invariant);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     if (train)  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
       layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1],
@@ -435,6 +459,8 @@ void Model::set_train_compute_type(ComputeType t) {
 }
 ComputeType Model::train_compute_type() const { return impl_->train_compute; }
 void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
+void Model::set_batch_invariant(bool on) { impl_->invariant = on; }
+bool Model::batch_invariant() const { return impl_->invariant; }
 Model::ExactAttention Model::exact_attention() const { return impl_->exact; }
 
 }  // namespace lf

@@ -45,6 +45,17 @@ struct Model::Impl : Layout {
   bool have_grad_batch = false;
   // Inference option: how standard attention is computed (Model::set_exact_attention).
   Model::ExactAttention exact = Model::ExactAttention::tiled;
+  // Inference option: batch invariance (Model::set_batch_invariant). It applies to a pass
+  // when `batch_invariant()` (inference only).
+  bool invariant = false;
+  bool batch_invariant() const { return invariant && !train; }
+  // Rows of the fixed tiles of every linear map, and of the layers' row blocks, in
+  // batch-invariant inference.
+  static constexpr int64_t kInvariantRows = 64;
+  // The classification head's maps packed in f32 for batch-invariant inference
+  // (Linear::packed of cls_dense and cls_out), made on first use after the weights change.
+  bool cls_packed_current = false;
+  void ensure_cls_packed();
   // Inference option: precision of the encoder's linear maps (Model::set_compute_type). Their
   // weights are packed on the first inference forward after any parameter change.
   ComputeType compute = ComputeType::f32;
@@ -126,7 +137,9 @@ struct Model::Impl : Layout {
   size_t carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bool masked) const;
   size_t forward_bytes(int64_t B, int64_t N, bool train, bool masked) const {
     Layout tmp_layout;
-    return carve(nullptr, tmp_layout, B, N, train, masked) + (train ? 0 : input_copy_bytes());
+    // (batch-invariant inference always passes a mask)
+    return carve(nullptr, tmp_layout, B, N, train, masked || (invariant && !train)) +
+           (train ? 0 : input_copy_bytes());
   }
 
   void forward(const Batch& batch, bool is_train, uint64_t dropout_seed, ForwardObserver* observer);
