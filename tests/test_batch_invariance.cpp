@@ -171,6 +171,35 @@ TEST(BatchInvarianceLarger, LinformerAndStandard) {
   }
 }
 
+// One head: a loop over the batch's (sequence, head) pairs has a single item for one
+// sequence, and a short sequence is a single row block; their products must still run as in
+// a batch (oneDNN's sgemm splits the reduction among threads for some shapes, e.g. a few
+// rows with a long reduction, only outside a parallel region). Linformer with per-head E, a
+// few projected rows of 64 columns reduced over 1024 positions; standard streaming attention
+// on one 64-row block.
+TEST(BatchInvarianceLarger, OneHead) {
+  Config lin = Config::from_json(R"({"vocab_size": 300, "max_len": 1024, "d_model": 64,
+      "n_heads": 1, "d_ff": 128, "n_layers": 1, "k": 8, "sharing": "none", "dropout": 0,
+      "attention_dropout": 0, "num_classes": 3})");
+  Config std_cfg = larger(AttentionKind::standard);
+  std_cfg.n_heads = 1;
+  std_cfg.n_layers = 1;
+  for (const Config& cfg : {lin, std_cfg}) {
+    Model m(cfg);
+    test::randomise(m, 4);
+    m.set_batch_invariant(true);
+    m.set_exact_attention(Model::ExactAttention::streaming);
+    const int64_t N = cfg.is_linformer() ? 1024 : 64;
+    for (int threads : {1, 2}) {
+      test::ThreadGuard tg(threads);
+      const std::string what = std::string(cfg.is_linformer() ? "linformer" : "standard") + ", " +
+                               std::to_string(threads) + " threads";
+      check_invariance(m, random_sequence(cfg, N - 1, 8), N, 3, false, what);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // Off (the default), the model computes what it always did: turning the mode on and off
 // again leaves no trace, and batched results still agree with the sequence alone to rounding.
 TEST(BatchInvarianceOff, DefaultAndUnchangedAfterToggling) {
