@@ -185,8 +185,8 @@ class Model {
   // the same pooled embeddings, classifier logits and MLM logits) as it gets alone, padded to
   // the same length: a sequence's outputs are a function of its token ids, its mask, the
   // batch's padded length N and the OpenMP thread count only, not of the batch size, its
-  // place in the batch or the other sequences. (Not of N's padding either way: the same
-  // sequence padded to another N may differ in the last bits; nor across thread counts.)
+  // place in the batch or the other sequences. Not covered: the same sequence padded to
+  // another N, or run with another thread count, may differ in the last bits.
   // How: every linear map runs in fixed tiles of rows through one single-threaded oneDNN
   // primitive per map and shape, the layer's row blocks have a fixed size, every per-sequence
   // product runs in the same threading context for one sequence as for many, and the
