@@ -80,7 +80,10 @@ void Batcher::stop() {
 void Batcher::load_and_warm_up() {
   cb_ = load_classifier(o_.model_dir, false);
   cb_.model->set_compute_type(o_.precision);
-  // cb_.model->set_batch_invariant(true);  // LF_BATCH_INVARIANT (enabled when the engine has it)
+  // A sequence's result depends on its padded length only, not on the rest of the batch
+  // (promised in f32; bf16 runs the same way unchecked).
+  cb_.model->set_batch_invariant(true);
+  invariant_ = o_.precision == ComputeType::f32;
   // One forward at a short and at the longest length, so that the first clients do not pay
   // for the arena and oneDNN's primitives (503 from /health until this is done).
   const Config& cfg = cb_.model->config();
