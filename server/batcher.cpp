@@ -82,8 +82,8 @@ void Batcher::load_and_warm_up() {
   cb_.model->set_compute_type(o_.precision);
   // A sequence's result depends on its padded length only, not on the rest of the batch
   // (promised in f32; bf16 runs the same way unchecked).
-  cb_.model->set_batch_invariant(true);
-  invariant_ = o_.precision == ComputeType::f32;
+  cb_.model->set_batch_invariant(o_.invariant);
+  invariant_ = o_.invariant && o_.precision == ComputeType::f32;
   // One forward at a short and at the longest length, so that the first clients do not pay
   // for the arena and oneDNN's primitives (503 from /health until this is done).
   const Config& cfg = cb_.model->config();

@@ -73,6 +73,9 @@ struct BatcherOptions {
   // How long the oldest queued sequence may wait for others to join its batch (0: run at
   // once). While the worker computes, the queue fills anyway; this only matters when idle.
   int64_t batch_wait_ms = 0;
+  // Run the model in its batch-invariant mode (a text's result bitwise independent of its
+  // batch in f32); off: faster, results vary in the last bits with the batch.
+  bool invariant = true;
 };
 
 class Batcher {

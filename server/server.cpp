@@ -53,7 +53,8 @@ class Server {
   explicit Server(const ServeOptions& o)
       : o_(o),
         batcher_(BatcherOptions{o.model, o.precision, o.threads, o.max_batch_tokens,
-                                o.max_batch_requests, o.batch_wait_ms},
+                                o.max_batch_requests, o.batch_wait_ms,
+                                o.batch_invariant},
                  &metrics_) {}
 
   int run();

@@ -17,6 +17,7 @@ struct ServeOptions {
   int64_t max_batch_tokens = 16384;
   int64_t max_batch_requests = 0;
   int64_t batch_wait_ms = 0;
+  bool batch_invariant = true;
   int64_t max_concurrent_requests = 512;
   int64_t max_client_batch_size = 32;
   int64_t payload_limit = 2000000;

@@ -99,6 +99,11 @@ void add_serve(CLI::App& app) {
       ->check(cli::in_range(0, 600000))
       ->capture_default_str()
       ->group("Limits");
+  cmd->add_flag("--no-batch-invariance{false}", o->s.batch_invariant,
+                "Let a text's result vary in the last bits with the batch it runs in: faster "
+                "(the linear maps run on whole batches, not in fixed tiles); default: bitwise the "
+                "same in any batch (f32)")
+      ->group("Limits");
   cmd->add_option("--max-client-batch-size", o->s.max_client_batch_size,
                   "Inputs per request (422 above)")
       ->check(cli::in_range(1, 1 << 20))

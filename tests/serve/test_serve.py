@@ -262,6 +262,17 @@ class JsonLog(unittest.TestCase):
             s.close()
 
 
+class Options(unittest.TestCase):
+    def test_no_batch_invariance_is_reported(self):
+        s = su.Server(MODEL, "--no-batch-invariance")
+        try:
+            info = json.loads(s.request("GET", "/info")[2])
+            self.assertFalse(info["batch_invariant"])
+            self.assertEqual(s.post("/embed", {"inputs": ["good", "bad"]})[0], 200)
+        finally:
+            s.close()
+
+
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
         s = su.Server(PAIRS)
