@@ -59,6 +59,16 @@ TEST(HfTokenizer, Gpt2VocabAndMergesMatchOpenAIsEncoder) {
   expect_oracle_ids(tok, "expected_gpt2_js.jsonl");
 }
 
+void expect_special(const Tokenizer& tok, const SpecialIds& want) {
+  const SpecialIds& s = tok.special();
+  EXPECT_EQ(s.cls, want.cls);
+  EXPECT_EQ(s.sep, want.sep);
+  EXPECT_EQ(s.pad, want.pad);
+  EXPECT_EQ(s.unk, want.unk);
+  EXPECT_EQ(s.mask, want.mask);
+  EXPECT_EQ(s.pair_double_sep, want.pair_double_sep);
+}
+
 // Pairs with the special tokens, as Hugging Face lays them out ({"pair": [a, b], "ids"} rows).
 void expect_oracle_pairs(const Tokenizer& tok, const std::string& expected_file) {
   const std::vector<std::string> t = texts();
@@ -80,13 +90,7 @@ TEST(HfTokenizer, RobertaTokenizerJsonMatchesHuggingFaceWithPairs) {
   EXPECT_STREQ(tok.kind(), "bpe");
   EXPECT_EQ(tok.vocab_size(), 50262);
   expect_oracle_ids(tok, "expected_roberta_hf.jsonl");
-  const SpecialIds& s = tok.special();
-  EXPECT_EQ(s.cls, 0);
-  EXPECT_EQ(s.pad, 1);
-  EXPECT_EQ(s.sep, 2);
-  EXPECT_EQ(s.unk, 3);
-  EXPECT_EQ(s.mask, 50261);
-  EXPECT_TRUE(s.pair_double_sep);
+  expect_special(tok, {0, 2, 1, 3, 50261, true});
   expect_oracle_pairs(tok, "expected_roberta_hf.jsonl");
 }
 
@@ -101,23 +105,14 @@ TEST(HfTokenizer, BertTokenizerJsonMatchesHuggingFaceWithPairs) {
   const Tokenizer tok(kData + "/bert/tokenizer.json");
   EXPECT_STREQ(tok.kind(), "wordpiece");
   expect_oracle_ids(tok, "expected_bert_hf.jsonl");
-  const SpecialIds& s = tok.special();
-  EXPECT_EQ(s.cls, 101);
-  EXPECT_EQ(s.sep, 102);
-  EXPECT_EQ(s.mask, 103);
-  EXPECT_EQ(s.pad, 0);
-  EXPECT_EQ(s.unk, 100);
-  EXPECT_FALSE(s.pair_double_sep);
+  expect_special(tok, {101, 102, 0, 100, 103, false});
   // Pairs: [CLS] A [SEP] B [SEP].
   expect_oracle_pairs(tok, "expected_bert_hf.jsonl");
 }
 
 TEST(HfTokenizer, SpecialIdsOfEachKind) {
   const Tokenizer gpt2(kData + "/gpt2");  // GPT-2 has only <|endoftext|>
-  EXPECT_EQ(gpt2.special().cls, 50256);
-  EXPECT_EQ(gpt2.special().sep, 50256);
-  EXPECT_EQ(gpt2.special().mask, -1);
-  EXPECT_EQ(gpt2.special().pad, -1);
+  expect_special(gpt2, {50256, 50256, -1, 50256, -1, true});
   const Tokenizer bert(kData + "/bert");  // folder: tokenizer.json comes first
   EXPECT_EQ(bert.files().size(), 1u);
   EXPECT_NE(bert.files()[0].find("tokenizer.json"), std::string::npos);
@@ -132,11 +127,7 @@ TEST(HfTokenizer, SpecialIdsOfEachKind) {
                  "Ġa": 8, "<mask>": 9})");
   write_text(d + "/merges.txt", "#version: 0.2\na b\nĠ a\n");
   const Tokenizer rob(d);
-  EXPECT_EQ(rob.special().cls, 0);
-  EXPECT_EQ(rob.special().pad, 1);
-  EXPECT_EQ(rob.special().sep, 2);
-  EXPECT_EQ(rob.special().unk, 3);
-  EXPECT_EQ(rob.special().mask, 9);
+  expect_special(rob, {0, 2, 1, 3, 9, true});
   EXPECT_EQ(rob.encode("ab a <mask>b"), (std::vector<int32_t>{7, 8, 9, 5}));
   EXPECT_EQ(rob.decode({0, 7, 8, 9, 5, 2, 1}), "ab ab");
 }
