@@ -79,7 +79,8 @@ class Tokenizer {
   SpecialIds special_;
 };
 
-// Copies the tokenizer's files into `dir` (same file names), replacing what is there.
+// Copies the tokenizer's files into `dir` under the names files_in() finds (tokenizer.model,
+// tokenizer.json, vocab.json + merges.txt, vocab.txt), replacing what is there.
 void copy_tokenizer_files(const Tokenizer& tok, const std::string& dir);
 
 }  // namespace lf

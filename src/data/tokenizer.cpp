@@ -305,10 +305,19 @@ std::string Tokenizer::piece(int32_t id) const { return impl_->token(id); }
 
 void copy_tokenizer_files(const Tokenizer& tok, const std::string& dir) {
   fs::create_directories(dir);
-  for (const std::string& f : tok.files()) {
+  // The names files_in() looks for, whatever the source files are called (e.g. my.model).
+  const std::vector<std::string>& files = tok.files();
+  const std::string ext = fs::path(files[0]).extension().string();
+  const std::vector<std::string> names =
+      files.size() == 2 ? std::vector<std::string>{"vocab.json", "merges.txt"}
+      : ext == ".json"  ? std::vector<std::string>{"tokenizer.json"}
+      : ext == ".txt"   ? std::vector<std::string>{"vocab.txt"}
+                        : std::vector<std::string>{"tokenizer.model"};
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string& f = files[i];
     // Under a temporary name, then renamed: a killed copy never leaves a torn file.
-    const fs::path to = fs::path(dir) / fs::path(f).filename();
-    const fs::path tmp = fs::path(dir) / (fs::path(f).filename().string() + ".tmp");
+    const fs::path to = fs::path(dir) / names[i];
+    const fs::path tmp = fs::path(dir) / (names[i] + ".tmp");
     std::error_code ec;
     if (fs::exists(to) && fs::equivalent(f, to, ec)) continue;
     fs::copy_file(f, tmp, fs::copy_options::overwrite_existing, ec);
