@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 SAN_BUILD ?= build-asan
 FUZZ_SHORT_SECONDS ?= 60
 FUZZ_SECONDS ?= 3600
-FUZZERS = safetensors config classify_data corpus model_folder serve_request
+FUZZERS = safetensors config classify_data corpus model_folder tokenizer serve_request
 
 .PHONY: all setup configure build demo test san-configure sanitize fuzz-build fuzz fuzz-short install package \
 	clean

@@ -48,7 +48,7 @@ set(CPACK_DEBIAN_BIN_DESCRIPTION "Linformer command-line program
  (linformer pretrain | finetune | evaluate | predict | embed | forward | bench | spectrum).")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME linformer-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libdnnl-dev, ocl-icd-opencl-dev, nlohmann-json3-dev, libsentencepiece-dev, pkg-config, cmake, g++")
+    "libdnnl-dev, ocl-icd-opencl-dev, nlohmann-json3-dev, libsentencepiece-dev, libpcre2-dev, libicu-dev, pkg-config, cmake, g++")
 if(LINFORMER_MPI)
   string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libopenmpi-dev")
   # mpirun, for data-parallel runs (docs/distributed.md); one process needs only the library.

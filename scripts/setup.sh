@@ -16,6 +16,8 @@ done
 #     config requires OpenCL although the package only recommends it
 #   libcpp-httplib-dev (the HTTP server of `linformer serve`)
 #   nlohmann-json3-dev (JSON), libcli11-dev (command line), libsentencepiece-dev (tokenizer),
+#   libpcre2-dev (GPT-2's pre-tokenizer pattern) and libicu-dev (BERT's normaliser) for the
+#     Hugging Face tokenizers,
 #   libeigen3-dev (SVD of the spectrum analysis), libgtest-dev (tests),
 #   libbenchmark-dev (kernel micro-benchmarks)
 #   Open MPI for data-parallel training on several processes or machines (docs/distributed.md):
@@ -23,7 +25,7 @@ done
 #     launches the ranks; the data-parallel tests run it)
 pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
-      libbenchmark-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev)
+      libbenchmark-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev libicu-dev)
 for a in "$@"; do case "$a" in
   # PyTorch for the reference checks of the tests (never used at run time); headless chromium,
   # its driver and Selenium for the test of the server's page in a real browser.

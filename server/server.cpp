@@ -209,12 +209,14 @@ Tokenized Server::tokenize(const RunRequest& r) const {
     const std::vector<int32_t> a = cb.tokenizer->encode(lc ? lower_ascii(in.a) : in.a);
     std::vector<int32_t> b;
     if (in.pair) b = cb.tokenizer->encode(lc ? lower_ascii(in.b) : in.b);
-    const int64_t total = static_cast<int64_t>(a.size() + 2 + (in.pair ? b.size() + 2 : 0));
+    const SpecialIds& sp = cb.tokenizer->special();
+    const int64_t total = static_cast<int64_t>(
+        a.size() + 2 + (in.pair ? b.size() + (sp.pair_double_sep ? 2 : 1) : 0));
     if (total > max_input_ && !r.truncate)
       invalid("input " + std::to_string(i) + " has " + std::to_string(total) +
               " tokens, more than this server's limit of " + std::to_string(max_input_) +
               " (--max-input-length); send \"truncate\": true to cut it");
-    t.seqs.push_back(encode_tokens(a, in.pair ? &b : nullptr, max_input_,
+    t.seqs.push_back(encode_tokens(sp, a, in.pair ? &b : nullptr, max_input_,
                                    r.truncate_left ? Truncate::tail : Truncate::head));
     t.tokens += static_cast<int64_t>(t.seqs.back().size());
     metrics_.input_length(static_cast<int64_t>(t.seqs.back().size()));
@@ -367,9 +369,9 @@ void Server::tokenize_route(const httplib::Request& req, httplib::Response& res)
                      {"start", nullptr},
                      {"stop", nullptr}});
     };
-    if (r.add_special_tokens) add(Tokenizer::kCls, true);
+    if (r.add_special_tokens) add(cb.tokenizer->special().cls, true);
     for (int32_t id : ids) add(id, false);
-    if (r.add_special_tokens) add(Tokenizer::kSep, true);
+    if (r.add_special_tokens) add(cb.tokenizer->special().sep, true);
     tokens += static_cast<int64_t>(one.size());
     all.push_back(one);
   }

@@ -336,14 +336,27 @@ std::vector<int32_t> range_ids(int32_t from, int32_t n) {
   return v;
 }
 
+// The layout of `tokenizer train`'s tokenizers (RoBERTa's: <s> 0, <pad> 1, </s> 2).
+const SpecialIds kRoberta{0, 2, 1, 3, 4, true};
+
 TEST(ClassifyEncode, SingleAndPairLayout) {
   const int32_t S = Tokenizer::kCls, E = Tokenizer::kSep;
   const std::vector<int32_t> a = {10, 11, 12}, b = {20, 21};
-  EXPECT_EQ(encode_tokens(a, nullptr, 16, Truncate::head), (std::vector<int32_t>{S, 10, 11, 12, E}));
-  EXPECT_EQ(encode_tokens(a, &b, 16, Truncate::head),
+  EXPECT_EQ(encode_tokens(kRoberta, a, nullptr, 16, Truncate::head),
+            (std::vector<int32_t>{S, 10, 11, 12, E}));
+  EXPECT_EQ(encode_tokens(kRoberta, a, &b, 16, Truncate::head),
             (std::vector<int32_t>{S, 10, 11, 12, E, E, 20, 21, E}));
-  EXPECT_ERROR_MENTIONS(encode_tokens(a, nullptr, 2, Truncate::head), "too small");
-  EXPECT_ERROR_MENTIONS(encode_tokens(a, &b, 5, Truncate::head), "too small");
+  EXPECT_ERROR_MENTIONS(encode_tokens(kRoberta, a, nullptr, 2, Truncate::head), "too small");
+  EXPECT_ERROR_MENTIONS(encode_tokens(kRoberta, a, &b, 5, Truncate::head), "too small");
+  // BERT's: [CLS] 101 A [SEP] 102 B [SEP], one separator between the texts.
+  const SpecialIds bert{101, 102, 0, 100, 103, false};
+  EXPECT_EQ(encode_tokens(bert, a, &b, 16, Truncate::head),
+            (std::vector<int32_t>{101, 10, 11, 12, 102, 20, 21, 102}));
+  EXPECT_EQ(encode_tokens(bert, a, &b, 6, Truncate::head),
+            (std::vector<int32_t>{101, 10, 11, 102, 20, 102}));
+  EXPECT_ERROR_MENTIONS(encode_tokens(bert, a, &b, 4, Truncate::head), "[CLS] A [SEP] B [SEP]");
+  EXPECT_ERROR_MENTIONS(encode_tokens(SpecialIds{}, a, nullptr, 16, Truncate::head),
+                        "no cls/sep tokens");
 }
 
 TEST(ClassifyEncode, TruncationPolicies) {
@@ -355,7 +368,7 @@ TEST(ClassifyEncode, TruncationPolicies) {
   EXPECT_EQ(truncate_tokens(ids, 8, Truncate::head_tail), ht);
   EXPECT_EQ(truncate_tokens(ids, 30, Truncate::tail), ids);  // short enough: unchanged
   // Through encode_tokens: max_len 10 leaves 8 text tokens.
-  const std::vector<int32_t> enc = encode_tokens(ids, nullptr, 10, Truncate::tail);
+  const std::vector<int32_t> enc = encode_tokens(kRoberta, ids, nullptr, 10, Truncate::tail);
   ASSERT_EQ(enc.size(), 10u);
   EXPECT_EQ(enc.front(), Tokenizer::kCls);
   EXPECT_EQ(enc[1], 112);
@@ -368,7 +381,7 @@ TEST(ClassifyEncode, TruncationPolicies) {
 TEST(ClassifyEncode, PairTruncationShortensTheLongerTextFirst) {
   const std::vector<int32_t> a = range_ids(100, 10), b = range_ids(200, 3);
   // max_len 12: 8 text tokens; b keeps its 3, a keeps 5 (head).
-  std::vector<int32_t> enc = encode_tokens(a, &b, 12, Truncate::head);
+  std::vector<int32_t> enc = encode_tokens(kRoberta, a, &b, 12, Truncate::head);
   ASSERT_EQ(enc.size(), 12u);
   std::vector<int32_t> want = {Tokenizer::kCls};
   for (int32_t i = 100; i < 105; ++i) want.push_back(i);
@@ -376,10 +389,10 @@ TEST(ClassifyEncode, PairTruncationShortensTheLongerTextFirst) {
   EXPECT_EQ(enc, want);
   // Both long: the budget is shared evenly; tail keeps the ends.
   const std::vector<int32_t> c = range_ids(300, 10);
-  enc = encode_tokens(a, &c, 10, Truncate::tail);
+  enc = encode_tokens(kRoberta, a, &c, 10, Truncate::tail);
   EXPECT_EQ(enc, (std::vector<int32_t>{Tokenizer::kCls, 107, 108, 109, Tokenizer::kSep,
                                         Tokenizer::kSep, 307, 308, 309, Tokenizer::kSep}));
-  EXPECT_EQ(static_cast<int64_t>(encode_tokens(c, &a, 9, Truncate::head).size()), 9);
+  EXPECT_EQ(static_cast<int64_t>(encode_tokens(kRoberta, c, &a, 9, Truncate::head).size()), 9);
 }
 
 TEST(ClassifyEncode, PaddedBatchesAndEpochPlans) {

@@ -193,7 +193,7 @@ TEST_F(Perplexity, BadInputIsRefusedWithTheReason) {
   fs::create_directories(dir_ + "/notok");
   fs::copy_file(dir_ + "/run/model/config.json", dir_ + "/notok/config.json");
   fs::copy_file(dir_ + "/run/model/model.safetensors", dir_ + "/notok/model.safetensors");
-  EXPECT_ERROR_MENTIONS(mlm_perplexity(dir_ + "/notok", p), "no tokenizer.model");
+  EXPECT_ERROR_MENTIONS(mlm_perplexity(dir_ + "/notok", p), "has no tokenizer (tokenizer.model");
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ void print_vector(std::FILE* out, const char* key, const float* v, int64_t D) {
 void add_embed(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "embed",
-      "Pooled sentence vectors from any model folder with a tokenizer.model (a pretrained\n"
+      "Pooled sentence vectors from any model folder with its tokenizer (a pretrained\n"
       "RUN/model or a finetuned RUN/best): the first-token (<s>) hidden state (cls) and/or the\n"
       "mean of the hidden states over the real tokens, <s> and </s> included (mean).");
   cmd->footer(
@@ -39,7 +39,7 @@ void add_embed(CLI::App& app) {
     bool pairs = false, lowercase = false;
   };
   auto o = std::make_shared<Opts>();
-  add_model_run_options(cmd, &o->run, "Model folder with tokenizer.model",
+  add_model_run_options(cmd, &o->run, "Model folder with its tokenizer",
                         "Tokens per text (default: the model's max_len or its finetuning length)",
                         "Texts per batch");
   add_text_input_options(cmd, &o->in);

@@ -33,7 +33,7 @@ void add_evaluate(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->run.batch_size = 64;
-  add_model_run_options(cmd, &o->run, "Classifier folder (with tokenizer.model and labels.json)",
+  add_model_run_options(cmd, &o->run, "Classifier folder (with its tokenizer and labels.json)",
                         "Tokens per example (default: the length the model was finetuned with)",
                         "Examples per batch");
   cmd->add_option("--data", o->data, "Labelled data: TSV with a header, or aclImdb folder")

@@ -81,7 +81,7 @@ void add_finetune(CLI::App& app) {
       ->capture_default_str()
       ->group("Data");
   cmd->add_option("--init-from", o->init_from,
-                  "Pretrained model folder (config.json, model.safetensors, tokenizer.model)")
+                  "Pretrained model folder (config.json, model.safetensors, tokenizer files)")
       ->group("Model");
   cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
       ->group("Model");
@@ -95,7 +95,7 @@ void add_finetune(CLI::App& app) {
       ->allow_extra_args(false)
       ->group("Model");
   cmd->add_option("--dropout", o->dropout, "Override hidden and attention dropout")->group("Model");
-  add_tokenizer_options(cmd, "Model", &o->tokenizer, "From scratch: use this tokenizer.model",
+  add_tokenizer_options(cmd, "Model", &o->tokenizer, "From scratch: use this tokenizer (file or folder: SentencePiece, tokenizer.json, vocab.json + merges.txt, vocab.txt)",
                         &o->vocab_size, "From scratch: pieces of a newly trained tokenizer",
                         &o->tokenizer_type);
   add_run_folder_options(cmd, &o->out, resume.get(), &o->overwrite);

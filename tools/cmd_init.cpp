@@ -10,6 +10,9 @@
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 #include "linformer/model.h"
+#include "linformer/tokenizer.h"
+
+#include <unistd.h>
 
 namespace lf::cli {
 
@@ -31,8 +34,13 @@ void add_init(CLI::App& app) {
       "every tensor found in FILE is taken from it (names and shapes must match the config)\n"
       "and only the Linformer projections and the heads it lacks are initialised: this turns\n"
       "a Hugging Face RoBERTa model.safetensors into a complete folder (docs/checkpoint.md).\n"
-      "Example:\n"
-      "  linformer init --config configs/small-linformer.json --set k=64 --seed 1 --out runs/m");
+      "--from a Hugging Face RoBERTa or BERT folder (config.json, model.safetensors and the\n"
+      "tokenizer files) takes the configuration from its config.json (standard attention;\n"
+      "--set attention=linformer --set k=128 turns it into a Linformer) and copies its\n"
+      "tokenizer, so that --out is a complete model folder.\n"
+      "Examples:\n"
+      "  linformer init --config configs/small-linformer.json --set k=64 --seed 1 --out runs/m\n"
+      "  linformer init --from hf/roberta-base --set attention=linformer --set k=128 --out runs/rl");
   struct Opts {
     std::string config, out, from;
     std::vector<std::string> sets;
@@ -49,13 +57,49 @@ void add_init(CLI::App& app) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   cmd->add_option("--from", o->from,
-                  "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint)")
-      ->check(CLI::ExistingFile);
+                  "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint), "
+                  "or from a Hugging Face RoBERTa/BERT folder (config.json, model.safetensors, "
+                  "tokenizer files)")
+      ->check(CLI::ExistingPath);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights")->capture_default_str();
   cmd->add_option("--out", o->out, "Output folder (created if needed)")->required();
   cmd->add_flag("--overwrite", o->overwrite, "Replace a model already in --out (else refused)");
   cmd->callback([o] {
-    const Config cfg = Config::load_with_overrides(o->config, o->sets);
+    namespace fs = std::filesystem;
+    const bool from_dir = !o->from.empty() && fs::is_directory(o->from);
+    const bool hf = from_dir && is_hf_model_folder(o->from);
+    std::string weights = o->from;
+    if (from_dir) {
+      weights = (fs::path(o->from) / "model.safetensors").string();
+      LF_CHECK(fs::is_regular_file(weights), "init: --from ", o->from,
+               " has no model.safetensors (a pytorch_model.bin must be converted to safetensors "
+               "first)");
+    }
+    Config cfg;
+    if (hf) {
+      LF_CHECK(o->config.empty(), "init: --from a Hugging Face folder takes its configuration "
+                                  "from its config.json; change it with --set (e.g. --set "
+                                  "attention=linformer --set k=128), not --config");
+      // The translated configuration, then the --set overrides.
+      const fs::path tmp = fs::temp_directory_path() /
+                           ("linformer-hf-config-" + std::to_string(::getpid()) + ".json");
+      write_file_atomic(tmp.string(), hf_config_json(o->from));
+      try {
+        cfg = Config::load_with_overrides(tmp.string(), o->sets);
+      } catch (...) {
+        fs::remove(tmp);
+        throw;
+      }
+      fs::remove(tmp);
+    } else {
+      cfg = Config::load_with_overrides(o->config, o->sets);
+    }
+    std::unique_ptr<Tokenizer> tok;
+    if (from_dir && !Tokenizer::files_in(o->from).empty()) {
+      tok = std::make_unique<Tokenizer>(o->from);
+      LF_CHECK(tok->vocab_size() <= cfg.vocab_size, "init: the tokenizer of ", o->from, " has ",
+               tok->vocab_size(), " ids but the model's vocab_size is ", cfg.vocab_size);
+    }
     const std::vector<std::pair<std::string, std::string>> inputs = {{"--config", o->config},
                                                                      {"--from", o->from}};
     for (const char* f : {"model.safetensors", "config.json"}) {
@@ -73,15 +117,19 @@ void add_init(CLI::App& app) {
       LoadOptions lo;
       lo.init_missing = true;
       lo.seed = o->seed;
-      rep = load_weights(model, o->from, lo);
+      rep = load_weights(model, weights, lo);
     }
     save_model(model, o->out);
+    if (tok) copy_tokenizer_files(*tok, o->out);
     std::printf("initialised %s model (%zu parameters) in %s\n", to_string(cfg.attention),
                 model.num_params(), o->out.c_str());
+    if (tok)
+      std::printf("tokenizer (%s, %lld ids) copied from %s\n", tok->kind(),
+                  static_cast<long long>(tok->vocab_size()), o->from.c_str());
     if (!o->from.empty()) {
       std::printf("%zu of %zu tensors taken from %s\n",
                   model.params().size() - rep.initialised.size(), model.params().size(),
-                  o->from.c_str());
+                  weights.c_str());
       print_list("freshly initialised (not in the file)", rep.initialised);
       print_list("ignored (in the file, not used by this model)", rep.ignored);
     }

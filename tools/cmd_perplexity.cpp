@@ -14,7 +14,7 @@ void add_perplexity(CLI::App& app) {
       "perplexity",
       "Masked-LM perplexity of a pretrained model on any text, with fixed seeded masks.");
   cmd->footer(
-      "The text is tokenized with the model folder's tokenizer.model, packed into sequences of\n"
+      "The text is tokenized with the model folder's tokenizer, packed into sequences of\n"
       "--seq-len tokens as in pretraining, and --mask-prob of its tokens are masked (80% <mask>,\n"
       "10% random, 10% kept) by a draw fixed by --seed: models that share a tokenizer and a\n"
       "sequence length are scored on exactly the same positions, and a pretraining run's\n"
@@ -28,7 +28,7 @@ void add_perplexity(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model,
-                  "Model folder (config.json, model.safetensors, tokenizer.model)")
+                  "Model folder (config.json, model.safetensors, tokenizer files)")
       ->required();
   cmd->add_option("--text", o->p.text, "Text files or folders, one document per line")->required();
   cmd->add_option("--seq-len", o->p.seq_len, "Tokens per sequence (default: the model's max_len)");

@@ -28,7 +28,7 @@ void add_predict(CLI::App& app) {
     std::string output;
   };
   auto o = std::make_shared<Opts>();
-  add_model_run_options(cmd, &o->run, "Classifier folder (with tokenizer.model and labels.json)",
+  add_model_run_options(cmd, &o->run, "Classifier folder (with its tokenizer and labels.json)",
                         "Tokens per example (default: the length the model was finetuned with)",
                         "Examples per batch");
   add_text_input_options(cmd, &o->in);

@@ -12,7 +12,7 @@ void add_pretrain(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "pretrain",
       "Masked-language-model pretraining on plain text (one document per line).\n"
-      "Writes into --out: tokenizer.model, config.json, train_args.json, metrics.jsonl,\n"
+      "Writes into --out: the tokenizer, config.json, train_args.json, metrics.jsonl,\n"
       "loss.svg, checkpoints/ (resumable) and model/ (the final model).\n"
       "A killed run continues exactly with `linformer pretrain --out RUN --resume`.");
   cmd->footer(
@@ -36,7 +36,9 @@ void add_pretrain(CLI::App& app) {
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (default: the model's max_len)")
       ->group("Data");
   add_tokenizer_options(cmd, "Tokenizer", &o->tokenizer,
-                        "Use this tokenizer instead of training one", &o->vocab_size,
+                        "Use this tokenizer instead of training one (a file or folder of any "
+                        "kind, docs/tokenizers.md; default: the --init-from folder's)",
+                        &o->vocab_size,
                         "Vocabulary of a newly trained tokenizer", &o->tokenizer_type);
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");

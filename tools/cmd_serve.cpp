@@ -34,7 +34,7 @@ void add_serve(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->s.model,
                   "Model folder: a classifier (from `linformer finetune`, serves /predict and "
-                  "/embed) or a pretrained model folder with tokenizer.model (/embed)")
+                  "/embed) or a pretrained model folder with its tokenizer (/embed)")
       ->required()
       ->check(CLI::ExistingDirectory)
       ->group("Model");

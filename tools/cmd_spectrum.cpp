@@ -14,7 +14,7 @@ void add_spectrum(CLI::App& app) {
       "paper's Figure 1), per layer and head, and (standard attention) the measured error\n"
       "||PV - P~V|| / ||PV|| of replacing P by its best rank-k approximation or by a random\n"
       "Johnson-Lindenstrauss projection P R^T R of width k (Theorem 1).\n"
-      "The text is tokenised with the model folder's tokenizer.model and packed into sequences of\n"
+      "The text is tokenised with the model folder's tokenizer and packed into sequences of\n"
       "n tokens as in pretraining; dropout is off. Writes into --out: spectrum.csv,\n"
       "spectrum_layers.csv, share.csv, spectrum.json, spectrum_cumulative.svg (and _logx.svg),\n"
       "spectrum_share_heatmap.svg, and lowrank.csv, lowrank.json, lowrank_error.svg.");

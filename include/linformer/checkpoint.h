@@ -33,4 +33,14 @@ LoadReport load_weights(Model& model, const std::string& safetensors_path,
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt = {},
                                   LoadReport* report = nullptr);
 
+// ---- Hugging Face model folders (docs/checkpoint.md) ----
+// True when DIR/config.json is a Hugging Face configuration (it has "model_type").
+bool is_hf_model_folder(const std::string& dir);
+// The engine's configuration of the RoBERTa or BERT model in DIR (config.json read as
+// Hugging Face writes it; standard attention, post-norm), as the JSON text Config::from_json
+// reads. pad_id and cls_id come from the folder's tokenizer. Unsupported models or options
+// (another model_type, an activation other than exact GELU, ...) throw lf::Error naming the
+// file and key.
+std::string hf_config_json(const std::string& dir);
+
 }  // namespace lf

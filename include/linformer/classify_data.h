@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-namespace lf {
+#include "linformer/tokenizer.h"
 
-class Tokenizer;
+namespace lf {
 
 enum class BadRows { stop, skip };
 
@@ -145,11 +145,12 @@ const char* to_string(Truncate t);
 // Keeps `budget` tokens of ids according to the policy.
 std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& ids, int64_t budget, Truncate t);
 
-// RoBERTa layout: single `<s> A </s>`; pair `<s> A </s></s> B </s>`. The result has at most
-// max_len tokens: a pair shortens the longer text first (one token at a time, so the budget is
-// shared as evenly as the lengths allow), each text cut by the policy.
-std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vector<int32_t>* b,
-                                   int64_t max_len, Truncate t);
+// The tokenizer's layout (SpecialIds): single `cls A sep`; pair `<s> A </s></s> B </s>`
+// (RoBERTa, pair_double_sep) or `[CLS] A [SEP] B [SEP]` (BERT). The result has at most max_len
+// tokens: a pair shortens the longer text first (one token at a time, so the budget is shared
+// as evenly as the lengths allow), each text cut by the policy.
+std::vector<int32_t> encode_tokens(const SpecialIds& sp, const std::vector<int32_t>& a,
+                                   const std::vector<int32_t>* b, int64_t max_len, Truncate t);
 // ASCII letters A-Z lowercased; other bytes (UTF-8 included) unchanged.
 std::string lower_ascii(std::string s);
 

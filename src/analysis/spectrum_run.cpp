@@ -131,9 +131,10 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   LF_CHECK(!opt.out.empty(), "spectrum: give --out");
   LF_CHECK(opt.sequences >= 1, "spectrum: --sequences must be at least 1, got ", opt.sequences);
   LF_CHECK(opt.batch >= 1, "spectrum: --batch must be at least 1, got ", opt.batch);
-  const std::string tok_path = (fs::path(opt.model_dir) / "tokenizer.model").string();
-  LF_CHECK(fs::exists(tok_path), "spectrum: ", tok_path,
-           " is missing: the model folder must hold the tokenizer it was trained with");
+  const std::string tok_path = opt.model_dir;
+  LF_CHECK(!Tokenizer::files_in(tok_path).empty(), "spectrum: ", tok_path,
+           " has no tokenizer (tokenizer.model, tokenizer.json, vocab.json + merges.txt or "
+           "vocab.txt): the model folder must hold the tokenizer it was trained with");
 
   // The model, with every dropout zeroed (forward(train = true) keeps the probabilities).
   Config cfg;
@@ -170,11 +171,12 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   for_each_line(list_corpus_files(opt.text), [&](const std::string& line) {
     std::vector<int32_t> ids = tok.encode(line);
     tokens.insert(tokens.end(), ids.begin(), ids.end());
-    tokens.push_back(Tokenizer::kSep);
+    tokens.push_back(tok.special().sep);
     return static_cast<int64_t>(tokens.size()) < cap;
   });
   TokenStream stream = TokenStream::from_tokens(std::move(tokens));
-  const PackedSequences seqs{&stream, 0, stream.size(), N};
+  PackedSequences seqs{&stream, 0, stream.size(), N};
+  seqs.set_frame(tok.special());
   const int64_t full = stream.size() / (N - 2);  // sequences without padding
   LF_CHECK(full >= 1, "spectrum: the text has ", stream.size(), " tokens, fewer than one ",
            "sequence of n = ", N, " needs (", N - 2, ")");

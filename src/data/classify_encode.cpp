@@ -1,4 +1,4 @@
-// Text-classification data, encoding: truncation, the RoBERTa single/pair layout, encoding of
+// Text-classification data, encoding: truncation, the RoBERTa/BERT single/pair layouts, encoding of
 // whole data sets, padded batches and the batch orders of training and inference. Reading the
 // files is in classify_data.cpp.
 #include <algorithm>
@@ -53,21 +53,25 @@ std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& ids, int64_t bu
   return ids;
 }
 
-std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vector<int32_t>* b,
-                                   int64_t max_len, Truncate t) {
+std::vector<int32_t> encode_tokens(const SpecialIds& sp, const std::vector<int32_t>& a,
+                                   const std::vector<int32_t>* b, int64_t max_len, Truncate t) {
+  LF_CHECK(sp.cls >= 0 && sp.sep >= 0,
+           "the tokenizer has no cls/sep tokens to frame a sequence (<s> </s> or [CLS] [SEP])");
   std::vector<int32_t> out;
   if (!b) {
     LF_CHECK(max_len >= 3, "--max-len ", max_len, " is too small (at least 3: <s> text </s>)");
     const std::vector<int32_t> ta = truncate_tokens(a, max_len - 2, t);
     out.reserve(ta.size() + 2);
-    out.push_back(Tokenizer::kCls);
+    out.push_back(sp.cls);
     out.insert(out.end(), ta.begin(), ta.end());
-    out.push_back(Tokenizer::kSep);
+    out.push_back(sp.sep);
     return out;
   }
-  LF_CHECK(max_len >= 6, "--max-len ", max_len,
-           " is too small for sentence pairs (at least 6: <s> A </s></s> B </s>)");
-  const int64_t budget = max_len - 4;
+  const int64_t specials = sp.pair_double_sep ? 4 : 3;
+  LF_CHECK(max_len >= specials + 2, "--max-len ", max_len,
+           " is too small for sentence pairs (at least ", specials + 2,
+           sp.pair_double_sep ? ": <s> A </s></s> B </s>)" : ": [CLS] A [SEP] B [SEP])");
+  const int64_t budget = max_len - specials;
   int64_t la = static_cast<int64_t>(a.size()), lb = static_cast<int64_t>(b->size());
   // Longest first: shorten the longer text until both fit (each keeps at least one token).
   while (la + lb > budget) {
@@ -80,12 +84,12 @@ std::vector<int32_t> encode_tokens(const std::vector<int32_t>& a, const std::vec
   lb = std::max<int64_t>(lb, std::min<int64_t>(1, static_cast<int64_t>(b->size())));
   const std::vector<int32_t> ta = truncate_tokens(a, la, t), tb = truncate_tokens(*b, lb, t);
   out.reserve(ta.size() + tb.size() + 4);
-  out.push_back(Tokenizer::kCls);
+  out.push_back(sp.cls);
   out.insert(out.end(), ta.begin(), ta.end());
-  out.push_back(Tokenizer::kSep);
-  out.push_back(Tokenizer::kSep);
+  out.push_back(sp.sep);
+  if (sp.pair_double_sep) out.push_back(sp.sep);
   out.insert(out.end(), tb.begin(), tb.end());
-  out.push_back(Tokenizer::kSep);
+  out.push_back(sp.sep);
   return out;
 }
 
@@ -94,9 +98,9 @@ std::vector<int32_t> encode_example(const Tokenizer& tok, const std::string& a,
                                     bool lowercase) {
   auto prep = [&](const std::string& s) { return lowercase ? lower_ascii(s) : s; };
   const std::vector<int32_t> ta = tok.encode(prep(a));
-  if (!pair) return encode_tokens(ta, nullptr, max_len, t);
+  if (!pair) return encode_tokens(tok.special(), ta, nullptr, max_len, t);
   const std::vector<int32_t> tb = tok.encode(prep(b));
-  return encode_tokens(ta, &tb, max_len, t);
+  return encode_tokens(tok.special(), ta, &tb, max_len, t);
 }
 
 std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const ClassifyData& data,

@@ -76,8 +76,10 @@ TokenStream TokenStream::from_tokens(std::vector<int32_t> tokens) {
 TokenStream TokenStream::build(const std::vector<std::string>& files, const Tokenizer& tok,
                                const std::string& cache_dir, bool verbose, bool may_build) {
   uint64_t key = 1469598103934665603ull;
-  const std::string tok_bytes = read_file(tok.path());
-  key = fnv(key, tok_bytes.data(), tok_bytes.size());
+  for (const std::string& f : tok.files()) {
+    const std::string tok_bytes = read_file(f);
+    key = fnv(key, tok_bytes.data(), tok_bytes.size());
+  }
   for (const std::string& f : files) {
     const std::string abs = fs::absolute(f).string();
     struct stat st {};
@@ -128,7 +130,7 @@ TokenStream TokenStream::build(const std::vector<std::string>& files, const Toke
     os.write(reinterpret_cast<const char*>(&reserved), 8);
     for_each_line(files, [&](const std::string& line) {
       std::vector<int32_t> ids = tok.encode(line);
-      ids.push_back(Tokenizer::kSep);
+      ids.push_back(tok.special().sep);
       os.write(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
       sum = checksum(sum, ids.data(), static_cast<int64_t>(ids.size()));
       count += static_cast<int64_t>(ids.size());
@@ -145,6 +147,29 @@ TokenStream TokenStream::build(const std::vector<std::string>& files, const Toke
   return open(path);
 }
 
+void PackedSequences::set_frame(const SpecialIds& sp) {
+  LF_CHECK(sp.cls >= 0 && sp.sep >= 0 && sp.pad >= 0,
+           "masked-LM sequences need the tokenizer's cls, sep and pad tokens (<s> </s> <pad> or "
+           "[CLS] [SEP] [PAD]); this tokenizer lacks one");
+  cls = sp.cls, sep = sp.sep, pad = sp.pad;
+}
+
+MaskingOptions masking_for(const Tokenizer& tok, double mask_prob, int64_t vocab_size) {
+  const SpecialIds& sp = tok.special();
+  LF_CHECK(sp.mask >= 0, "masked-LM needs a mask token (<mask> or [MASK]); the tokenizer ",
+           tok.path(), " has none");
+  MaskingOptions mo;
+  mo.mask_prob = mask_prob;
+  mo.vocab_size = vocab_size;
+  mo.mask_id = sp.mask;
+  mo.special.assign(static_cast<size_t>(vocab_size), 0);
+  for (int64_t id = 0; id < vocab_size; ++id) mo.special[id] = tok.is_special(static_cast<int32_t>(id));
+  int32_t first = 0;
+  while (first < vocab_size && mo.special[first]) ++first;
+  mo.first_normal_id = first;
+  return mo;
+}
+
 int64_t PackedSequences::count() const {
   const int64_t body = n - 2;
   return (end - begin + body - 1) / body;
@@ -154,11 +179,11 @@ void PackedSequences::get(int64_t i, int32_t* ids, float* mask) const {
   const int64_t body = n - 2;
   const int64_t s0 = begin + i * body;
   const int64_t len = std::min(body, end - s0);
-  ids[0] = 0;  // <s>
+  ids[0] = cls;
   std::memcpy(ids + 1, stream->data() + s0, len * sizeof(int32_t));
-  ids[len + 1] = 2;  // </s>
+  ids[len + 1] = sep;
   for (int64_t t = 0; t < n; ++t) {
-    if (t > len + 1) ids[t] = 1;  // <pad>
+    if (t > len + 1) ids[t] = pad;
     mask[t] = t <= len + 1 ? 1.f : 0.f;
   }
 }
@@ -182,7 +207,9 @@ int64_t apply_mlm_mask(int32_t* ids, int32_t* labels, const float* mask, int64_t
   std::vector<int64_t> cand;
   for (int64_t t = 0; t < n; ++t) {
     labels[t] = -100;
-    if (mask[t] != 0.f && ids[t] >= opt.first_normal_id) cand.push_back(t);
+    if (mask[t] != 0.f && ids[t] >= opt.first_normal_id &&
+        !(ids[t] < static_cast<int64_t>(opt.special.size()) && opt.special[ids[t]]))
+      cand.push_back(t);
   }
   if (cand.empty()) return 0;
   const int64_t m = static_cast<int64_t>(cand.size());
@@ -200,8 +227,9 @@ int64_t apply_mlm_mask(int32_t* ids, int32_t* labels, const float* mask, int64_t
     if (u < opt.replace_mask) {
       ids[t] = opt.mask_id;
     } else if (u < opt.replace_mask + opt.replace_random) {
-      ids[t] = opt.first_normal_id +
-               static_cast<int32_t>(rng_bits(seed, stream ^ 0x5A5A5A5Aull, i) % normal);
+      const int32_t r = opt.first_normal_id +
+                        static_cast<int32_t>(rng_bits(seed, stream ^ 0x5A5A5A5Aull, i) % normal);
+      if (!(r < static_cast<int64_t>(opt.special.size()) && opt.special[r])) ids[t] = r;
     }
   }
   return k;

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "linformer/file_util.h"
+#include "linformer/tokenizer.h"
 
 namespace lf {
 
-class Tokenizer;
 
 // A tokenised corpus: documents (non-empty lines) as token ids, each followed by </s>.
 // Stored on disk as "LFTOKv02" + 8 reserved bytes + int32 ids + a trailer (count, checksum,
@@ -45,7 +45,9 @@ struct PackedSequences {
   const TokenStream* stream = nullptr;
   int64_t begin = 0, end = 0;  // stream token range used
   int64_t n = 0;
+  int32_t cls = 0, sep = 2, pad = 1;  // the tokenizer's frame and padding (set_frame)
   int64_t count() const;
+  void set_frame(const SpecialIds& sp);
   // Writes ids [n] and mask [n] (1 real / 0 pad) of sequence i.
   void get(int64_t i, int32_t* ids, float* mask) const;
 };
@@ -61,7 +63,15 @@ struct MaskingOptions {
   int32_t mask_id = 4;
   int32_t first_normal_id = 5;  // random replacements come from [first_normal_id, vocab)
   int64_t vocab_size = 0;
+  // Ids never chosen nor drawn as random replacements (indexed by id; empty: none beyond
+  // [0, first_normal_id)). A draw that hits one leaves the token unchanged.
+  std::vector<char> special;
 };
+
+// The masking options of a tokenizer: its mask id, its special ids, and first_normal_id the
+// end of the run of special ids that starts at 0 (5 for `tokenizer train`'s, 4 for RoBERTa's,
+// 1 for BERT's).
+MaskingOptions masking_for(const Tokenizer& tok, double mask_prob, int64_t vocab_size);
 
 // Chooses round(mask_prob * m) (at least 1) of the m maskable positions (real tokens other
 // than ids < first_normal_id), sets labels there (-100 elsewhere) and replaces ids in place.

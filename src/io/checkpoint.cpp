@@ -73,13 +73,29 @@ void save_model(Model& model, const std::string& dir) {
 
 LoadReport load_weights(Model& model, const std::string& path, const LoadOptions& opt) {
   SafeTensorsReader r(path);
-  // A checkpoint saved from Hugging Face's bare RobertaModel names the encoder tensors without
-  // the "roberta." prefix ("embeddings.word_embeddings.weight", "encoder.layer.0...").
+  // A checkpoint saved from Hugging Face's bare RobertaModel or BertModel names the encoder
+  // tensors without the "roberta." prefix ("embeddings.word_embeddings.weight",
+  // "encoder.layer.0..."). BERT's (BertForMaskedLM, BertForSequenceClassification) use
+  // "bert." and name the heads differently; its pooler is the classifier's dense layer (the
+  // same function: tanh(W h_cls + b), then the output layer).
   const std::string prefix = "roberta.";
   const bool bare = !r.has(prefix + "embeddings.word_embeddings.weight") &&
                     r.has("embeddings.word_embeddings.weight");
+  const bool bert = !r.has(prefix + "embeddings.word_embeddings.weight") &&
+                    r.has("bert.embeddings.word_embeddings.weight");
   auto file_name = [&](const std::string& name) {
-    return bare && name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+    if (bare && name.rfind(prefix, 0) == 0) return name.substr(prefix.size());
+    if (!bert) return name;
+    static const std::pair<const char*, const char*> kBert[] = {
+        {"roberta.", "bert."},
+        {"lm_head.dense.", "cls.predictions.transform.dense."},
+        {"lm_head.layer_norm.", "cls.predictions.transform.LayerNorm."},
+        {"lm_head.bias", "cls.predictions.bias"},
+        {"classifier.dense.", "bert.pooler.dense."},
+        {"classifier.out_proj.", "classifier."}};
+    for (const auto& [ours, theirs] : kBert)
+      if (name.rfind(ours, 0) == 0) return theirs + name.substr(std::string(ours).size());
+    return name;
   };
   LoadReport rep;
   std::vector<std::string> missing;

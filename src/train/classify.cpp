@@ -45,9 +45,10 @@ void save_labels(const std::string& dir, const LabelMap& labels, const TaskInfo&
 
 ClassifierBundle load_classifier(const std::string& dir, bool need_labels) {
   LF_CHECK(fs::is_directory(dir), "model folder ", dir, " does not exist");
-  const fs::path tok = fs::path(dir) / "tokenizer.model";
-  LF_CHECK(fs::exists(tok), dir, " has no tokenizer.model (a folder written by `linformer "
-                                 "finetune` or `linformer pretrain` (RUN/model) holds one)");
+  LF_CHECK(!Tokenizer::files_in(dir).empty(),
+           dir, " has no tokenizer (tokenizer.model, tokenizer.json, vocab.json + merges.txt or "
+           "vocab.txt: a folder written by `linformer finetune`, `linformer pretrain` (RUN/model) "
+           "or `linformer init --from` holds one)");
   ClassifierBundle b;
   const fs::path lj = fs::path(dir) / "labels.json";
   if (fs::exists(lj)) {
@@ -66,7 +67,7 @@ ClassifierBundle load_classifier(const std::string& dir, bool need_labels) {
   LoadOptions lo;
   lo.init_missing = !b.has_labels();  // a classifier must be complete
   b.model = load_model(dir, lo);
-  b.tokenizer = std::make_unique<Tokenizer>(tok.string());
+  b.tokenizer = std::make_unique<Tokenizer>(dir);
   const Config& cfg = b.model->config();
   LF_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, ": the tokenizer has ",
            b.tokenizer->vocab_size(), " pieces but the model only ", cfg.vocab_size);
@@ -85,8 +86,7 @@ void save_classifier_folder(Model& model, const std::string& tokenizer_path,
   std::error_code ec;
   fs::remove_all(tmp, ec);
   save_model(model, tmp.string());
-  fs::copy_file(tokenizer_path, tmp / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-  LF_CHECK(!ec, "cannot copy ", tokenizer_path, " to ", tmp.string(), ": ", ec.message());
+  copy_tokenizer_files(Tokenizer(tokenizer_path), tmp.string());
   save_labels(tmp.string(), labels, task);
   if (!extra.is_null()) write_file_atomic((tmp / "eval.json").string(), extra.dump(2) + "\n");
   fs::remove_all(old, ec);

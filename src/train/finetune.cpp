@@ -349,17 +349,19 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   }
 
   // ---- Tokenizer ----
-  const std::string tok_path = (run / "tokenizer.model").string();
-  if (root && !fs::exists(tok_path)) {
+  // Any kind of tokenizer (tokenizer.model, tokenizer.json, vocab.json + merges.txt,
+  // vocab.txt), kept in the run folder under its own file names; tok_path names the folder.
+  const std::string tok_path = run.string();
+  if (root && Tokenizer::files_in(tok_path).empty()) {
     std::string src = opt.tokenizer;
     if (src.empty() && !opt.init_from.empty()) {
-      src = (fs::path(opt.init_from) / "tokenizer.model").string();
-      LF_CHECK(fs::exists(src), "--init-from ", opt.init_from,
-               " has no tokenizer.model (give --tokenizer with the tokenizer it was trained with)");
+      src = opt.init_from;
+      LF_CHECK(!Tokenizer::files_in(src).empty(), "--init-from ", opt.init_from,
+               " has no tokenizer (tokenizer.model, tokenizer.json, vocab.json + merges.txt or "
+               "vocab.txt; give --tokenizer with the tokenizer it was trained with)");
     }
     if (!src.empty()) {
-      fs::copy_file(src, tok_path, fs::copy_options::overwrite_existing, ec);
-      LF_CHECK(!ec, "cannot copy tokenizer ", src, ": ", ec.message());
+      copy_tokenizer_files(Tokenizer(src), tok_path);
     } else {
       const std::string corpus = (run / "tokenizer_corpus.txt").string();
       write_file_atomic(corpus, [&](std::ostream& os) {
@@ -377,12 +379,13 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
       to.vocab_size = opt.vocab_size;
       to.model_type = opt.tokenizer_type;
       to.seed = opt.seed;
-      Tokenizer::train({corpus}, tok_path, to);
+      Tokenizer::train({corpus}, (run / "tokenizer.model").string(), to);
       fs::remove(corpus, ec);
     }
   }
   comm.barrier("waiting for rank 0's tokenizer");
-  LF_CHECK(fs::exists(tok_path), "rank ", comm.rank(), " cannot see ", tok_path,
+  LF_CHECK(!Tokenizer::files_in(tok_path).empty(), "rank ", comm.rank(),
+           " cannot see the tokenizer in ", tok_path,
            ", which rank 0 wrote: the run folder must be on a file system all ranks share "
            "(docs/distributed.md)");
   Tokenizer tok(tok_path);
@@ -398,8 +401,8 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   } else {
     cfg = Config::load_with_overrides(opt.config, opt.sets);
     cfg.vocab_size = tok.vocab_size();
-    cfg.pad_id = Tokenizer::kPad;
-    cfg.cls_id = Tokenizer::kCls;
+    cfg.pad_id = tok.special().pad;
+    cfg.cls_id = tok.special().cls;
   }
   cfg.num_classes = labels.size();
   if (opt.dropout >= 0) cfg.dropout = cfg.attention_dropout = opt.dropout;

@@ -47,22 +47,19 @@ PerplexityResult mlm_perplexity(Model& model, const Tokenizer& tok, const Perple
   for_each_line(list_corpus_files(opt.text), [&](const std::string& line) {
     const std::vector<int32_t> ids = tok.encode(line);
     tokens.insert(tokens.end(), ids.begin(), ids.end());
-    tokens.push_back(Tokenizer::kSep);
+    tokens.push_back(tok.special().sep);
     ++r.documents;
     return true;
   });
   LF_CHECK(r.documents > 0, "perplexity: the text holds no documents (every line is empty)");
   const TokenStream stream = TokenStream::from_tokens(std::move(tokens));
-  const PackedSequences seqs{&stream, 0, stream.size(), n};
+  PackedSequences seqs{&stream, 0, stream.size(), n};
+  seqs.set_frame(tok.special());
   r.tokens = stream.size();
   r.seq_len = n;
   r.sequences = opt.max_sequences > 0 ? std::min(seqs.count(), opt.max_sequences) : seqs.count();
 
-  MaskingOptions mo;
-  mo.mask_prob = opt.mask_prob;
-  mo.vocab_size = cfg.vocab_size;
-  mo.mask_id = Tokenizer::kMask;
-  mo.first_normal_id = Tokenizer::kNumSpecial;
+  const MaskingOptions mo = masking_for(tok, opt.mask_prob, cfg.vocab_size);
   MlmBatch batch;
   double total = 0;
   for (int64_t i0 = 0; i0 < r.sequences; i0 += opt.batch_size) {
@@ -88,9 +85,10 @@ PerplexityResult mlm_perplexity(Model& model, const Tokenizer& tok, const Perple
 
 PerplexityResult mlm_perplexity(const std::string& model_dir, const PerplexityOptions& opt) {
   namespace fs = std::filesystem;
-  const std::string tok_path = (fs::path(model_dir) / "tokenizer.model").string();
-  LF_CHECK(fs::exists(tok_path), "perplexity: model folder ", model_dir,
-           " has no tokenizer.model (pretraining writes one into RUN/model)");
+  const std::string tok_path = model_dir;
+  LF_CHECK(!Tokenizer::files_in(model_dir).empty(), "perplexity: model folder ", model_dir,
+           " has no tokenizer (tokenizer.model, tokenizer.json, vocab.json + merges.txt or "
+           "vocab.txt; pretraining writes one into RUN/model)");
   LoadReport report;
   std::unique_ptr<Model> model = load_model(model_dir, {}, &report);
   // Parameters that had to be initialised would make the score meaningless (the classifier is

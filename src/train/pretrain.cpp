@@ -179,15 +179,19 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   if (root) create_run_folder(opt.out);
   std::error_code ec;
 
-  // Tokenizer: given, saved in the run, or trained on the training corpus.
+  // Tokenizer: given, the --init-from model's, saved in the run, or trained on the training
+  // corpus. Any kind (tokenizer.model, tokenizer.json, vocab.json + merges.txt, vocab.txt) is
+  // kept in the run folder under its own file names.
   const std::vector<std::string> train_files = list_corpus_files(opt.train);
   const std::string tok_path = (run / "tokenizer.model").string();
   // Written under a temporary name and renamed, so a killed run never leaves a torn file.
   const std::string tok_tmp = (run / "tokenizer.tmp.model").string();
-  if (root && (!resume || !fs::exists(tok_path))) {
-    if (!opt.tokenizer.empty()) {
-      fs::copy_file(opt.tokenizer, tok_tmp, fs::copy_options::overwrite_existing, ec);
-      LF_CHECK(!ec, "cannot copy tokenizer ", opt.tokenizer, ": ", ec.message());
+  std::string tok_src = opt.tokenizer;
+  if (tok_src.empty() && !opt.init_from.empty() && !Tokenizer::files_in(opt.init_from).empty())
+    tok_src = opt.init_from;
+  if (root && (!resume || Tokenizer::files_in(run.string()).empty())) {
+    if (!tok_src.empty()) {
+      copy_tokenizer_files(Tokenizer(tok_src), run.string());
     } else {
       say(opt.quiet, "tokenizer: training %s, %lld pieces, on %zu file(s)\n", opt.tokenizer_type.c_str(),
           static_cast<long long>(opt.vocab_size), train_files.size());
@@ -196,15 +200,16 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       to.model_type = opt.tokenizer_type;
       to.seed = opt.seed;
       Tokenizer::train(opt.train, tok_tmp, to);
+      fs::rename(tok_tmp, tok_path, ec);
+      LF_CHECK(!ec, "cannot write ", tok_path, ": ", ec.message());
     }
-    fs::rename(tok_tmp, tok_path, ec);
-    LF_CHECK(!ec, "cannot write ", tok_path, ": ", ec.message());
   }
   comm.barrier("waiting for rank 0's tokenizer");
-  LF_CHECK(fs::exists(tok_path), "rank ", comm.rank(), " cannot see ", tok_path,
+  LF_CHECK(!Tokenizer::files_in(run.string()).empty(), "rank ", comm.rank(),
+           " cannot see the tokenizer in ", run.string(),
            ", which rank 0 wrote: the run folder must be on a file system all ranks share "
            "(docs/distributed.md)");
-  Tokenizer tok(tok_path);
+  Tokenizer tok(run.string());
 
   // Model configuration: the tokenizer decides the vocabulary.
   Config cfg;
@@ -213,8 +218,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   else if (!opt.config.empty() || !opt.sets.empty())
     cfg = Config::load_with_overrides(opt.config, opt.sets);
   cfg.vocab_size = tok.vocab_size();
-  cfg.pad_id = Tokenizer::kPad;
-  cfg.cls_id = Tokenizer::kCls;
+  cfg.pad_id = tok.special().pad;
+  cfg.cls_id = tok.special().cls;
   const int64_t n = opt.seq_len > 0 ? opt.seq_len : cfg.max_len;
   LF_CHECK(n <= cfg.max_len, "pretrain: --seq-len ", n, " exceeds the model's max_len ",
            cfg.max_len);
@@ -264,19 +269,16 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     cfg.save((run / "config.json").string());
   }
 
-  MaskingOptions mo;
-  mo.mask_prob = opt.mask_prob;
-  mo.vocab_size = cfg.vocab_size;
-  mo.mask_id = Tokenizer::kMask;
-  mo.first_normal_id = Tokenizer::kNumSpecial;
+  const MaskingOptions mo = masking_for(tok, opt.mask_prob, cfg.vocab_size);
+  train_seqs.set_frame(tok.special());
+  valid_seqs.set_frame(tok.special());
   MlmTask task(model, opt, train_seqs, valid_seqs, mo, n, loop);
   const LoopResult ran = loop.run(task);
   // The final model, ready for finetuning or inference.
   if (root) {
     const std::string final_dir = (run / "model").string();
     save_model(model, final_dir);
-    fs::copy_file(tok_path, fs::path(final_dir) / "tokenizer.model",
-                  fs::copy_options::overwrite_existing, ec);
+    copy_tokenizer_files(tok, final_dir);
   }
   comm.sum(&task.total_tokens, 1, "the tokens trained on");
   PretrainResult res;

@@ -95,8 +95,9 @@ void save_checkpoint(const std::string& run_dir, int64_t step, Model& model, Ada
 namespace {
 // What a training run writes in its folder (all of it goes with --overwrite).
 const char* const kRunEntries[] = {
-    "train_args.json", "config.json", "tokenizer.model", "labels.json", "metrics.jsonl",
-    "loss.svg",        "dev.svg",     "checkpoints",     "model",       "best"};
+    "train_args.json", "config.json", "tokenizer.model", "tokenizer.json", "vocab.json",
+    "merges.txt",      "vocab.txt",   "labels.json",     "metrics.jsonl", "loss.svg",
+    "dev.svg",         "checkpoints", "model",           "best"};
 }  // namespace
 
 std::unique_ptr<RunLock> take_run_folder(const std::string& dir, const char* cmd, bool resume,

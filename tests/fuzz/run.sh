@@ -11,7 +11,7 @@ seconds=${2:?usage: run.sh BUILD SECONDS [NAME...]}
 shift 2
 src=$(cd "$(dirname "$0")" && pwd)
 names=("$@")
-((${#names[@]})) || names=(safetensors config classify_data corpus model_folder serve_request)
+((${#names[@]})) || names=(safetensors config classify_data corpus model_folder tokenizer serve_request)
 mkdir -p "$build/fuzz/artifacts"
 status=0
 summary=()
