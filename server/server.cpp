@@ -500,7 +500,7 @@ int Server::run() {
 
   routes();
   http_.set_payload_max_length(static_cast<size_t>(o_.payload_limit));
-  http_.set_keep_alive_max_count(1000);
+  http_.set_keep_alive_max_count(1000000);  // a client may keep its connection
   http_.set_keep_alive_timeout(5);
   const size_t max_threads = static_cast<size_t>(o_.max_concurrent_requests) + 16;
   http_.new_task_queue = [max_threads] { return new ElasticPool(max_threads); };
