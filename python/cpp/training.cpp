@@ -83,13 +83,24 @@ void require_inputs(const std::vector<std::pair<const char*, std::string>>& path
     if (!p.empty()) require_path(p, what, false);
 }
 
+// The fields both commands' results have; each adds its own.
+py::dict result_dict(int64_t steps_done, bool stopped, double seconds, const std::string& out) {
+  py::dict d;
+  d["steps_done"] = steps_done;
+  d["stopped"] = stopped;
+  d["seconds"] = seconds;
+  d["out"] = out;
+  return d;
+}
+
 // Runs a training function without the GIL; the hooks take it back to call the Python
 // callback and to look for Ctrl-C. A Python exception from either (KeyboardInterrupt from the
 // signal handler, or the callback's own) stops the run at the end of the step, with its
-// checkpoint, and is raised once the run has returned.
+// checkpoint, and is raised once the run has returned. Returns the result's fields both
+// commands have (result_dict) and the whole result in *r.
 template <typename Result, typename Options>
-Result run_training(Options& o, py::object callback, int threads,
-                    Result (*train)(const Options&, bool), bool resume) {
+py::dict run_training(Options& o, py::object callback, int threads,
+                      Result (*train)(const Options&, bool), bool resume, Result* r) {
   std::optional<py::error_already_set> pending;  // read and written with the GIL held
   auto keep = [&](py::error_already_set&& e) {
     if (!pending) pending.emplace(std::move(e));
@@ -109,44 +120,48 @@ Result run_training(Options& o, py::object callback, int threads,
     if (!pending && PyErr_CheckSignals() != 0) keep(py::error_already_set());
     return pending.has_value();
   };
-  Result r;
   {
     py::gil_scoped_release nogil;
     ThreadCount tc(threads);
-    r = train(o, resume);
+    *r = train(o, resume);
   }
   o.hooks = {};
   if (pending) throw std::move(*pending);
-  return r;
+  return result_dict(r->steps_done, r->stopped, r->seconds, o.out);
+}
+
+// The options of a run from the keywords, with what both commands check first: the run
+// folder given (and there, to resume), the options in range.
+template <typename Options>
+Options run_options(const char* cmd, const Options& defaults, const py::dict& kw, bool resume,
+                    const py::object& callback, const std::vector<std::string>& lists,
+                    RunFlags* flags) {
+  Options o = options_from(defaults, kw, flags, lists);
+  o.quiet = flags->quiet || (!callback.is_none() && !kw.contains("quiet"));
+  o.overwrite = flags->overwrite;
+  if (o.out.empty()) throw py::value_error(std::string(cmd) + ": out (the run folder) is required");
+  as_value_error([&] { o.validate(); });
+  if (resume) require_path(o.out, "run folder", true);
+  return o;
 }
 
 py::dict pretrain_py(py::dict kw, bool resume, py::object callback, py::handle threads_obj) {
   const int threads = parse_threads(threads_obj);
   RunFlags flags;
-  lf::PretrainOptions o =
-      options_from(lf::PretrainOptions{}, kw, &flags, {"train", "valid", "sets"});
-  o.quiet = flags.quiet || (!callback.is_none() && !kw.contains("quiet"));
-  o.overwrite = flags.overwrite;
-  if (o.out.empty()) throw py::value_error("pretrain: out (the run folder) is required");
+  lf::PretrainOptions o = run_options("pretrain", lf::PretrainOptions{}, kw, resume, callback,
+                                      {"train", "valid", "sets"}, &flags);
   if (!resume && o.train.empty()) throw py::value_error("pretrain: train (a corpus) is required");
   if (!resume && o.config.empty() && o.init_from.empty())
     throw py::value_error("pretrain: give config (a config.json) or init_from (a model folder)");
-  as_value_error([&] { o.validate(); });
-  if (resume) require_path(o.out, "run folder", true);
   for (const std::string& t : o.train) require_path(t, "train", false);
   for (const std::string& t : o.valid) require_path(t, "valid", false);
   require_inputs({{"config", o.config}, {"init_from", o.init_from}, {"tokenizer", o.tokenizer}});
-  const lf::PretrainResult r =
-      run_training<lf::PretrainResult>(o, callback, threads, &lf::pretrain, resume);
-  py::dict d;
-  d["steps_done"] = r.steps_done;
-  d["stopped"] = r.stopped;
+  lf::PretrainResult r;
+  py::dict d = run_training(o, callback, threads, &lf::pretrain, resume, &r);
   d["final_train_loss"] = r.final_train_loss;
   d["final_valid_loss"] = r.final_valid_loss;
   d["final_valid_ppl"] = r.final_valid_ppl;
-  d["seconds"] = r.seconds;
   d["tokens_per_second"] = r.tokens_per_second;
-  d["out"] = o.out;
   return d;
 }
 
@@ -159,34 +174,25 @@ lf::FinetuneOptions finetune_defaults() {
 py::dict finetune_py(py::dict kw, bool resume, py::object callback, py::handle threads_obj) {
   const int threads = parse_threads(threads_obj);
   RunFlags flags;
-  lf::FinetuneOptions o = options_from(finetune_defaults(), kw, &flags, {"sets"});
-  o.quiet = flags.quiet || (!callback.is_none() && !kw.contains("quiet"));
-  o.overwrite = flags.overwrite;
+  lf::FinetuneOptions o =
+      run_options("finetune", finetune_defaults(), kw, resume, callback, {"sets"}, &flags);
   o.stop_after = flags.stop_after;
-  if (o.out.empty()) throw py::value_error("finetune: out (the run folder) is required");
   if (!resume && o.train.empty()) throw py::value_error("finetune: train (the data) is required");
   if (!o.init_from.empty() && !o.config.empty())
     throw py::value_error("finetune: init_from's config is used; config applies to training from "
                           "scratch (sets may still override keys)");
-  as_value_error([&] { o.validate(); });
-  if (resume) require_path(o.out, "run folder", true);
   require_inputs({{"train", o.train}, {"dev", o.dev}, {"config", o.config},
                   {"tokenizer", o.tokenizer}});
   if (!o.init_from.empty()) require_path(o.init_from, "init_from", true);
-  const lf::FinetuneResult r =
-      run_training<lf::FinetuneResult>(o, callback, threads, &lf::finetune, resume);
-  py::dict d;
-  d["steps_done"] = r.steps_done;
+  lf::FinetuneResult r;
+  py::dict d = run_training(o, callback, threads, &lf::finetune, resume, &r);
   d["total_steps"] = r.total_steps;
-  d["stopped"] = r.stopped;
   d["metric"] = r.metric;
   d["best_metric"] = r.best_metric;
   d["best_step"] = r.best_step;
   d["best_epoch"] = r.best_epoch;
   d["last_dev"] = from_json(r.last_dev);
-  d["seconds"] = r.seconds;
   d["examples_per_second"] = r.examples_per_second;
-  d["out"] = o.out;
   return d;
 }
 
