@@ -188,5 +188,35 @@ TEST(TrainLoop, StopThenResumeEqualsUninterrupted) {
   EXPECT_EQ(latest_checkpoint(d + "/t"), d + "/t/checkpoints/step-00000001");
 }
 
+// RunHooks (library callers such as the Python module): on_record sees every record written
+// to metrics.jsonl, in order; stop_requested stops the run at the step it first answers true,
+// with a checkpoint, as a limit does.
+TEST(TrainLoop, HooksSeeEveryRecordAndStopOnRequest) {
+  const std::string d = test::temp_dir("hooks");
+  fs::create_directories(d);
+  Model m(toy_config());
+  m.init(1);
+  OptimOptions oo;
+  oo.total_steps = 10;
+  AdamW adam(m, oo);
+  LoopOptions lo = toy_options(d);
+  std::vector<json> seen;
+  int asked = 0;
+  lo.hooks.on_record = [&](const json& r) { seen.push_back(r); };
+  lo.hooks.stop_requested = [&] { return ++asked == 4; };
+  TrainLoop loop(m, adam, lo);
+  loop.start(false);
+  ToyTask task(m);
+  const LoopResult r = loop.run(task);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.steps_done, 4);
+  EXPECT_EQ(asked, 4);
+  EXPECT_EQ(latest_checkpoint(d), d + "/checkpoints/step-00000004");
+  EXPECT_EQ(seen, read_metrics(d + "/metrics.jsonl"));
+  ASSERT_EQ(seen.size(), 2u);  // the progress lines of steps 3 and 4 (the end of an epoch)
+  EXPECT_EQ(seen[0].at("step"), 3);
+  EXPECT_EQ(seen[1].at("step"), 4);
+}
+
 }  // namespace
 }  // namespace lf

@@ -104,7 +104,9 @@ std::vector<std::vector<int32_t>> PyModel::encode(py::handle texts, py::handle p
                             std::string(py::repr(truncate)));
     t = lf::parse_truncate(s);
   }
-  const bool lower = lowercase.is_none() ? task.lowercase : py::cast<bool>(lowercase);
+  if (!lowercase.is_none() && !py::isinstance<py::bool_>(lowercase))
+    throw py::value_error("lowercase must be None, True or False");
+  const bool lower = lowercase.is_none() ? task.lowercase : lowercase.cast<bool>();
   d.pairs = !b.empty();
   d.examples.resize(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -219,6 +221,9 @@ py::array_t<float> PyModel::embed(py::handle inputs, py::handle mask, py::handle
     throw py::value_error("pooling must be \"cls\" or \"mean\", got \"" + pooling + "\"");
   const int64_t batch_size = batch_size_of(batch_size_obj);
   std::vector<std::vector<int32_t>> seqs;
+  if (py::isinstance<py::sequence>(inputs) && !py::isinstance<py::str>(inputs) &&
+      py::len(inputs) == 0)
+    throw py::value_error("inputs is empty: give at least one text or sequence");
   if (is_texts(inputs)) {
     if (!mask.is_none()) throw py::value_error("attention_mask applies to token ids, not texts");
     // As `linformer embed`: pairs as the model was finetuned, unless pairs are given.

@@ -85,6 +85,10 @@ def test_other_bad_arguments(tiny, classifier):
         tiny.embed(np.zeros((1, 3), np.int32), attention_mask=np.array([[1, 0, 1]]))
     with pytest.raises(ValueError, match="empty"):
         c.classify([])
+    with pytest.raises(ValueError, match="inputs is empty"):
+        c.embed([])
+    with pytest.raises(ValueError, match="lowercase"):
+        c.tokenize("good", lowercase=1)
     with pytest.raises(ValueError, match=r"texts\[1\] is a int"):
         c.classify(["good", 3])
     with pytest.raises(ValueError, match="UTF-8"):

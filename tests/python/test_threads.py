@@ -82,5 +82,6 @@ def test_the_gil_is_released_during_compute(workdir):
     done.set()
     t.join()
     during = [x for x in ticks if t0 <= x <= t0 + elapsed]
-    # With the GIL held the ticker would stall for the whole call; released, it ticks on.
-    assert len(during) > 0.3 * elapsed / 0.001 * 0.2, (len(during), elapsed)
+    # With the GIL held the ticker stalls for each whole call (a tick or two between calls);
+    # released, it ticks on.
+    assert len(during) >= 20, (len(during), elapsed)
