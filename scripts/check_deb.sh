@@ -82,6 +82,10 @@ print(f"check_deb: python3 -c 'import linformer' from {linformer.__file__}")
 print(f"check_deb: {m!r}: hidden_states {out['hidden_states'].shape}, "
       f"mlm_logits {out['mlm_logits'].shape}, embeddings {vec.shape}")
 assert out["hidden_states"].shape == (2, 64, m.d_model) and np.isfinite(out["mlm_logits"]).all()
+if m.tokenizer is not None:  # the folder holds the tokenizer trained for the server above
+    texts = m.embed(["the quick brown fox", "the lazy dog"], normalize=True)
+    print(f"check_deb: embedded 2 texts: {texts.shape}, cosine {float(texts[0] @ texts[1]):.3f}")
+    assert texts.shape == (2, m.d_model) and np.isfinite(texts).all()
 PY
 )
 echo "check_deb: the Python package installs beside the program and runs"
