@@ -221,7 +221,7 @@ py::array_t<float> PyModel::embed(py::handle inputs, py::handle mask, py::handle
     throw py::value_error("pooling must be \"cls\" or \"mean\", got \"" + pooling + "\"");
   const int64_t batch_size = batch_size_of(batch_size_obj);
   std::vector<std::vector<int32_t>> seqs;
-  if (py::isinstance<py::sequence>(inputs) && !py::isinstance<py::str>(inputs) &&
+  if ((py::isinstance<py::list>(inputs) || py::isinstance<py::tuple>(inputs)) &&
       py::len(inputs) == 0)
     throw py::value_error("inputs is empty: give at least one text or sequence");
   if (is_texts(inputs)) {

@@ -63,7 +63,12 @@ std::vector<std::string> to_texts(py::handle obj, const char* what) {
     throw py::value_error(std::string(what) + " must be a str or a list of str, got a " +
                           std::string(py::str(obj.get_type().attr("__name__"))));
   py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
-  const size_t n = seq.size();
+  const Py_ssize_t len = PySequence_Size(seq.ptr());
+  if (len < 0) {  // e.g. a 0-d numpy array
+    PyErr_Clear();
+    throw py::value_error(std::string(what) + " must be a str or a list of str");
+  }
+  const size_t n = static_cast<size_t>(len);
   if (n == 0) throw py::value_error(std::string(what) + " is empty: give at least one text");
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) one(seq[i], i);

@@ -87,6 +87,9 @@ def test_other_bad_arguments(tiny, classifier):
         c.classify([])
     with pytest.raises(ValueError, match="inputs is empty"):
         c.embed([])
+    for bad in (np.array("good"), b"good", 3, None):
+        with pytest.raises(ValueError, match="texts"):
+            c.classify(bad)
     with pytest.raises(ValueError, match="lowercase"):
         c.tokenize("good", lowercase=1)
     with pytest.raises(ValueError, match=r"texts\[1\] is a int"):
