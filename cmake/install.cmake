@@ -2,8 +2,11 @@
 #
 #   cmake --install build --prefix P     # P/bin/linformer, P/lib/liblinformer.a,
 #                                        # P/include/linformer/, P/lib/cmake/linformer/
-#   cd build && cpack -G DEB             # linformer_<v>_<arch>.deb (the program) and
+#   cd build && cpack -G DEB             # linformer_<v>_<arch>.deb (the program),
 #                                        # linformer-dev_<v>_<arch>.deb (library, headers, config)
+#                                        # and python3-linformer_<v>_<arch>.deb (the Python
+#                                        # module, LINFORMER_PYTHON; its install rules are in
+#                                        # python/CMakeLists.txt)
 # Another project then does:
 #   find_package(linformer CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE linformer::linformer)
@@ -38,6 +41,9 @@ set(CPACK_PACKAGE_CONTACT "linformer developers <linformer@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_COMPONENTS_ALL bin dev)
+if(LINFORMER_PYTHON)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+endif()
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
@@ -57,4 +63,16 @@ endif()
 set(CPACK_DEBIAN_DEV_DESCRIPTION "Linformer C++ library (static) and headers
  The linformer library, its public headers and a CMake package config:
  find_package(linformer CONFIG REQUIRED) then link linformer::linformer.")
+# The Python module: its library dependencies read off the extension (dpkg-shlibdeps), the
+# interpreter it was built for (the extension's ABI is that minor version's) and numpy.
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-linformer)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS ON)
+math(EXPR py_next "${Python3_VERSION_MINOR} + 1")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+    "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${py_next}), python3-numpy")
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION "Linformer encoders from Python (import linformer)
+ The linformer engine as a Python module: load model folders, tokenize, run the
+ encoder, embed and classify texts with numpy arrays in and out, and pretrain or
+ finetune with the command's options as keyword arguments (docs/python.md).")
 include(CPack)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs the `linformer` Debian package (made by `make package`) with apt, which pulls in
 # its run-time dependencies, then runs the installed program: --help, and a model created
-# from the installed example configs run on random tokens. Used by .ci/run on a fresh Debian 12
-# system, where nothing else is installed.
-# Usage: scripts/check_deb.sh DIR   (DIR holds linformer_<version>_<arch>.deb)
+# from the installed example configs run on random tokens. Then, when DIR holds it, the
+# Python module's package `python3-linformer` beside it, and Debian's python3 runs an example
+# with it on the same model. Used by .ci/run on a fresh Debian 12 system, where nothing else
+# is installed.
+# Usage: scripts/check_deb.sh DIR   (DIR holds linformer_<version>_<arch>.deb and
+#                                     python3-linformer_<version>_<arch>.deb)
 set -euo pipefail
 dir=${1:?usage: check_deb.sh DIR}
 deb=$(ls "$dir"/linformer_*.deb 2>/dev/null | head -1)
@@ -54,3 +57,35 @@ kill -TERM $serve_pid
 wait $serve_pid || { echo "check_deb: serve did not exit 0 on SIGTERM" >&2; exit 1; }
 echo "check_deb: linformer serve answers /health and /embed and stops on SIGTERM"
 echo "check_deb: the package installs on a fresh system and runs"
+
+pydeb=$(ls "$dir"/python3-linformer_*.deb 2>/dev/null | head -1)
+if [[ -z "$pydeb" ]]; then
+  echo "check_deb: no python3-linformer_*.deb in $dir (built without LINFORMER_PYTHON); skipped"
+  exit 0
+fi
+cp "$pydeb" /tmp/ && pydeb=/tmp/$(basename "$pydeb")
+echo "check_deb: installing $(basename "$pydeb") and its dependencies"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$pydeb" \
+  >/tmp/check_deb_python.log 2>&1 || { tail -n 30 /tmp/check_deb_python.log >&2; exit 1; }
+dpkg-query -W -f='check_deb: installed ${Package} ${Version}\ncheck_deb: depends on ${Depends}\n' \
+  python3-linformer
+# Debian's interpreter, from a neutral folder (not the source tree): the installed module.
+(cd "$tmp" && /usr/bin/python3 - "$tmp/m" <<'PY'
+import sys
+import numpy as np
+import linformer
+m = linformer.Model(sys.argv[1])
+ids = np.random.default_rng(0).integers(0, m.vocab_size, size=(2, 64))
+out = m.forward(ids)
+vec = m.embed(ids, pooling="mean", normalize=True)
+print(f"check_deb: python3 -c 'import linformer' from {linformer.__file__}")
+print(f"check_deb: {m!r}: hidden_states {out['hidden_states'].shape}, "
+      f"mlm_logits {out['mlm_logits'].shape}, embeddings {vec.shape}")
+assert out["hidden_states"].shape == (2, 64, m.d_model) and np.isfinite(out["mlm_logits"]).all()
+if m.tokenizer is not None:  # the folder holds the tokenizer trained for the server above
+    texts = m.embed(["the quick brown fox", "the lazy dog"], normalize=True)
+    print(f"check_deb: embedded 2 texts: {texts.shape}, cosine {float(texts[0] @ texts[1]):.3f}")
+    assert texts.shape == (2, m.d_model) and np.isfinite(texts).all()
+PY
+)
+echo "check_deb: the Python package installs beside the program and runs"

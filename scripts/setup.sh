@@ -23,13 +23,18 @@ done
 #   Open MPI for data-parallel training on several processes or machines (docs/distributed.md):
 #     libopenmpi-dev (the library linformer links, LINFORMER_MPI), openmpi-bin (mpirun, which
 #     launches the ranks; the data-parallel tests run it)
+#   The Python module (import linformer, LINFORMER_PYTHON; docs/python.md): pybind11-dev (the
+#     bindings) and python3-dev (the headers of Debian's python3 it is built for)
 pkgs=(build-essential cmake ninja-build pkg-config file libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libsentencepiece-dev libeigen3-dev libgtest-dev
-      libbenchmark-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev libicu-dev)
+      libbenchmark-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev libicu-dev
+      pybind11-dev python3-dev)
 for a in "$@"; do case "$a" in
   # PyTorch for the reference checks of the tests (never used at run time); headless chromium,
-  # its driver and Selenium for the test of the server's page in a real browser.
-  --test) pkgs+=(python3 python3-torch python3-numpy chromium chromium-driver python3-selenium) ;;
+  # its driver and Selenium for the test of the server's page in a real browser; numpy and
+  # pytest for the Python module's tests (tests/python).
+  --test) pkgs+=(python3 python3-torch python3-numpy chromium chromium-driver python3-selenium
+                 python3-pytest) ;;
   # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
   --demo) pkgs+=(bible-kjv) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's

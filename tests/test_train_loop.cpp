@@ -66,6 +66,18 @@ Config toy_config() {
   return c;
 }
 
+// The toy task's model (seed 1) with its optimiser, for runs of 10 steps.
+struct ToyModel {
+  static OptimOptions optim() {
+    OptimOptions oo;
+    oo.total_steps = 10;
+    return oo;
+  }
+  ToyModel() : model(toy_config()), adam((model.init(1), model), optim()) {}
+  Model model;
+  AdamW adam;
+};
+
 LoopOptions toy_options(const std::string& dir) {
   LoopOptions lo;
   lo.cmd = "toy";
@@ -138,14 +150,11 @@ TEST(TrainLoop, StopThenResumeEqualsUninterrupted) {
   auto session = [&](const std::string& run, bool resume, int64_t stop_after,
                      std::vector<float>* weights) {
     fs::create_directories(run);
-    Model m(toy_config());
-    m.init(1);
-    OptimOptions oo;
-    oo.total_steps = 10;
-    AdamW adam(m, oo);
+    ToyModel t;
+    Model& m = t.model;
     LoopOptions lo = toy_options(run);
     lo.stop_after = stop_after;
-    TrainLoop loop(m, adam, lo);
+    TrainLoop loop(m, t.adam, lo);
     const json st = loop.start(resume);
     if (resume) {
       EXPECT_EQ(st.at("kind"), "toy");
@@ -169,23 +178,45 @@ TEST(TrainLoop, StopThenResumeEqualsUninterrupted) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(resumed[i], ref[i]) << "parameter " << i;
 
   // A time limit every step outlasts.
-  Model m(toy_config());
-  m.init(1);
-  OptimOptions oo;
-  oo.total_steps = 10;
-  AdamW adam(m, oo);
+  ToyModel t;
   fs::create_directories(d + "/t");
   LoopOptions lo = toy_options(d + "/t");
   lo.time_limit = 1e-9;
   lo.evaluate_at_stop = true;
-  TrainLoop loop(m, adam, lo);
+  TrainLoop loop(t.model, t.adam, lo);
   loop.start(false);
-  ToyTask task(m);
+  ToyTask task(t.model);
   const LoopResult r = loop.run(task);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.steps_done, 1);
   EXPECT_EQ(task.evaluated, std::vector<int64_t>{1});
   EXPECT_EQ(latest_checkpoint(d + "/t"), d + "/t/checkpoints/step-00000001");
+}
+
+// RunHooks (library callers such as the Python module): on_record sees every record written
+// to metrics.jsonl, in order; stop_requested stops the run at the step it first answers true,
+// with a checkpoint, as a limit does.
+TEST(TrainLoop, HooksSeeEveryRecordAndStopOnRequest) {
+  const std::string d = test::temp_dir("hooks");
+  fs::create_directories(d);
+  ToyModel t;
+  LoopOptions lo = toy_options(d);
+  std::vector<json> seen;
+  int asked = 0;
+  lo.hooks.on_record = [&](const json& r) { seen.push_back(r); };
+  lo.hooks.stop_requested = [&] { return ++asked == 4; };
+  TrainLoop loop(t.model, t.adam, lo);
+  loop.start(false);
+  ToyTask task(t.model);
+  const LoopResult r = loop.run(task);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.steps_done, 4);
+  EXPECT_EQ(asked, 4);
+  EXPECT_EQ(latest_checkpoint(d), d + "/checkpoints/step-00000004");
+  EXPECT_EQ(seen, read_metrics(d + "/metrics.jsonl"));
+  ASSERT_EQ(seen.size(), 2u);  // the progress lines of steps 3 and 4 (the end of an epoch)
+  EXPECT_EQ(seen[0].at("step"), 3);
+  EXPECT_EQ(seen[1].at("step"), 4);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "linformer/optim.h"
+#include "linformer/run.h"
 
 namespace lf {
 
@@ -46,6 +47,7 @@ struct FinetuneOptions {
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;
   bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
+  RunHooks hooks;          // for library callers: progress records, stop requests (not saved)
 
   // Throws lf::Error naming the first option out of its range (with the range), before
   // anything is read or written; pretrain()/finetune() call it.
@@ -65,6 +67,7 @@ struct FinetuneResult {
   std::string metric;
   int ranks = 1;                 // processes of a data-parallel run (docs/distributed.md)
   double comm_wait_seconds = 0;  // rank 0's time waiting for the others
+  bool stopped = false;  // a limit or a stop request ended it before the last step
 };
 
 // Runs (or with resume = true continues from RUN/checkpoints/latest) a finetuning run.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "linformer/optim.h"
+#include "linformer/run.h"
 
 namespace lf {
 
@@ -36,6 +37,7 @@ struct PretrainOptions {
   bool bf16 = false;      // bf16 matrix products, f32 master weights
   bool quiet = false;
   bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
+  RunHooks hooks;          // for library callers: progress records, stop requests (not saved)
 
   // Throws lf::Error naming the first option out of its range (with the range), before
   // anything is read or written; pretrain()/finetune() call it.
@@ -50,6 +52,7 @@ struct PretrainResult {
   double seconds = 0, tokens_per_second = 0;  // tokens of all ranks
   int ranks = 1;                  // processes of a data-parallel run (docs/distributed.md)
   double comm_wait_seconds = 0;   // rank 0's time waiting for the others
+  bool stopped = false;  // a limit or a stop request ended it before the last step
 };
 
 // Runs (or with resume = true continues from RUN/checkpoints/latest) a pretraining run.

@@ -3,11 +3,23 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace lf {
+
+// What a library caller (e.g. the Python module) can attach to a pretraining or finetuning
+// run; the command line uses neither. Both are called on rank 0's thread between steps.
+struct RunHooks {
+  // Sees every record the run appends to RUN/metrics.jsonl (progress lines with step, loss,
+  // tokens_per_s or examples_per_s; evaluations), right after it is written.
+  std::function<void(const nlohmann::json&)> on_record;
+  // Asked after every step: true stops the run there with a checkpoint, as --time-limit does
+  // (the run folder stays complete and --resume continues it). E.g. Python's Ctrl-C.
+  std::function<bool()> stop_requested;
+};
 
 // Creates a run folder (and its parents); fails naming it.
 void create_run_folder(const std::string& dir);
@@ -23,9 +35,12 @@ class MetricsLog {
   MetricsLog(const std::string& path, int64_t keep_until_step);
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
+  // Called with every record after it is written (RunHooks::on_record).
+  void set_listener(std::function<void(const nlohmann::json&)> f) { listener_ = std::move(f); }
 
  private:
   std::string path_;
+  std::function<void(const nlohmann::json&)> listener_;
 };
 
 // Reads every record of a metrics log (skips a torn last line).

@@ -275,6 +275,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     opt = FinetuneOptions::from_json(saved);
     opt.quiet = opt_in.quiet;
     opt.stop_after = opt_in.stop_after;
+    opt.hooks = opt_in.hooks;
     opt.out = opt_in.out;  // the folder may have been moved
   }
   if (!root) opt.quiet = true;
@@ -510,6 +511,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   res.activation_bytes = model.activation_bytes();
   res.ranks = comm.size();
   res.comm_wait_seconds = ran.comm_wait;
+  res.stopped = ran.stopped;
   return res;
 }
 

@@ -163,6 +163,10 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   const bool root = comm.root();
   const json saved = read_run_args("pretrain", "pretraining", opt_in.out, resume);
   PretrainOptions opt = resume ? PretrainOptions::from_json(saved) : opt_in;
+  if (resume) {  // what the run's arguments do not hold
+    opt.quiet = opt_in.quiet;
+    opt.hooks = opt_in.hooks;
+  }
   if (!root) opt.quiet = true;
   validate_run_options("pretrain", opt, resume, opt_in.out);
   opt.batch_size = rank_batch("pretrain", "sequences", saved, opt.batch_size, comm.size(), opt.quiet);
@@ -290,6 +294,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   res.tokens_per_second = task.total_tokens / std::max(res.seconds, 1e-9);
   res.ranks = comm.size();
   res.comm_wait_seconds = ran.comm_wait;
+  res.stopped = ran.stopped;
   return res;
 }
 

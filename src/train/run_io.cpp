@@ -202,6 +202,7 @@ void MetricsLog::write(const json& record) {
   std::ofstream out(path_, std::ios::app);
   out << record.dump() << "\n";
   out.flush();
+  if (listener_) listener_(record);
 }
 
 void LogWindow::save(nlohmann::json& state) const {

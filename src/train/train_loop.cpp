@@ -30,15 +30,21 @@ json TrainLoop::start(bool resume) {
   }
   window_.load(state);
   // Rank 0 alone writes the run folder.
-  if (comm_->root())
+  if (comm_->root()) {
     log_ = MetricsLog((std::filesystem::path(o_.run_dir) / "metrics.jsonl").string(),
                       resume ? start_ : -1);
+    log_.set_listener(o_.hooks.on_record);
+  }
   return state;
 }
 
 bool TrainLoop::limit_reached(int64_t done) const {
   return (o_.time_limit > 0 && clock_.seconds() >= o_.time_limit) ||
          (o_.stop_after > 0 && done - start_ >= o_.stop_after);
+}
+
+bool TrainLoop::stop_requested() const {
+  return comm_->root() && o_.hooks.stop_requested && o_.hooks.stop_requested();
 }
 
 LoopResult TrainLoop::run(TrainTask& task) {
@@ -120,8 +126,9 @@ LoopResult TrainLoop::run(TrainTask& task) {
       window_.clear();
       comm_window_ = 0;
     }
-    bool stop = limit_reached(done);
-    if (multi && o_.time_limit > 0) {
+    const bool requested = stop_requested();
+    bool stop = limit_reached(done) || requested;
+    if (multi && (o_.time_limit > 0 || o_.hooks.stop_requested)) {
       // The ranks' clocks differ: stop when any of them reaches the limit, all at the same step.
       int64_t s = stop;
       comm_->max(&s, 1, "the time-limit decision");
@@ -142,10 +149,12 @@ LoopResult TrainLoop::run(TrainTask& task) {
     if (stop && done < total) {
       if (!o_.quiet)
         std::fprintf(stderr,
-                     "stopping after %lld steps (%s limit); continue with `linformer %s --out %s "
+                     "stopping after %lld steps (%s); continue with `linformer %s --out %s "
                      "--resume`\n",
                      static_cast<long long>(done),
-                     o_.stop_after > 0 && done - start_ >= o_.stop_after ? "step" : "time",
+                     requested ? "stop request"
+                     : o_.stop_after > 0 && done - start_ >= o_.stop_after ? "step limit"
+                                                                            : "time limit",
                      o_.cmd, o_.run_dir.c_str());
       res.stopped = true;
       break;

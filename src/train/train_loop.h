@@ -79,6 +79,7 @@ struct LoopOptions {
   int keep_checkpoints = 2;
   bool quiet = false;
   dist::Comm* comm = nullptr;  // the ranks of a data-parallel run; null: dist::world()
+  RunHooks hooks;              // a library caller's progress listener and stop request
 };
 
 // Steps between the data-parallel weight comparisons (also done at every checkpoint).
@@ -106,6 +107,7 @@ LoopOptions loop_options(const char* cmd, const CommandOptions& o, int64_t total
   lo.checkpoint_every = o.checkpoint_every;
   lo.time_limit = o.time_limit;
   lo.quiet = o.quiet;
+  lo.hooks = o.hooks;
   return lo;
 }
 
@@ -131,6 +133,7 @@ class TrainLoop {
 
  private:
   bool limit_reached(int64_t done) const;
+  bool stop_requested() const;  // RunHooks::stop_requested, asked on rank 0 only
 
   Model& model_;
   AdamW& adam_;

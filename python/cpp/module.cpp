@@ -1,0 +1,122 @@
+// linformer._ext: the error translation, the shared conversions and the module itself.
+#include "module.h"
+
+#include <omp.h>
+#include <pybind11/stl.h>
+
+#include <filesystem>
+
+namespace lfpy {
+
+void require_path(const std::string& path, const char* what, bool folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) throw NotFound(std::string(what) + ": no path given");
+  if (!fs::exists(path, ec)) throw NotFound(std::string(what) + " " + path + " does not exist");
+  if (folder && !fs::is_directory(path, ec))
+    throw NotFound(std::string(what) + " " + path + " is not a folder");
+}
+
+lf::ComputeType parse_precision(const std::string& s) {
+  if (s == "f32") return lf::ComputeType::f32;
+  if (s == "bf16") return lf::ComputeType::bf16;
+  throw py::value_error("precision must be \"f32\" or \"bf16\", got \"" + s + "\"");
+}
+
+nlohmann::json to_json(py::handle obj) {
+  // Through Python's json module: the same rules as json.dumps (NaN refused: not valid JSON).
+  py::module_ json = py::module_::import("json");
+  std::string text;
+  try {
+    text = py::str(json.attr("dumps")(obj, py::arg("allow_nan") = false));
+  } catch (py::error_already_set& e) {
+    throw py::value_error(std::string("not a JSON value: ") + e.what());
+  }
+  return nlohmann::json::parse(text);
+}
+
+py::object from_json(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+std::vector<std::string> to_texts(py::handle obj, const char* what) {
+  std::vector<std::string> out;
+  auto one = [&](py::handle h, size_t i) {
+    if (!py::isinstance<py::str>(h))
+      throw py::value_error(std::string(what) + "[" + std::to_string(i) + "] is a " +
+                            std::string(py::str(h.get_type().attr("__name__"))) +
+                            ", not a str");
+    PyObject* bytes = PyUnicode_AsUTF8String(h.ptr());
+    if (!bytes) {
+      PyErr_Clear();
+      throw py::value_error(std::string(what) + "[" + std::to_string(i) +
+                            "] cannot be encoded as UTF-8 (a lone surrogate?)");
+    }
+    out.emplace_back(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
+    Py_DECREF(bytes);
+  };
+  if (py::isinstance<py::str>(obj)) {
+    one(obj, 0);
+    return out;
+  }
+  if (!py::isinstance<py::sequence>(obj) || py::isinstance<py::bytes>(obj))
+    throw py::value_error(std::string(what) + " must be a str or a list of str, got a " +
+                          std::string(py::str(obj.get_type().attr("__name__"))));
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+  const Py_ssize_t len = PySequence_Size(seq.ptr());
+  if (len < 0) {  // e.g. a 0-d numpy array
+    PyErr_Clear();
+    throw py::value_error(std::string(what) + " must be a str or a list of str");
+  }
+  const size_t n = static_cast<size_t>(len);
+  if (n == 0) throw py::value_error(std::string(what) + " is empty: give at least one text");
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) one(seq[i], i);
+  return out;
+}
+
+py::array_t<float> new_f32(const std::vector<int64_t>& shape) {
+  return py::array_t<float>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+}
+
+ThreadCount::ThreadCount(int threads) : saved_(threads > 0 ? omp_get_max_threads() : 0) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+ThreadCount::~ThreadCount() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
+}
+
+int parse_threads(py::handle threads) {
+  if (threads.is_none()) return 0;
+  if (!py::isinstance<py::int_>(threads) || py::isinstance<py::bool_>(threads))
+    throw py::value_error("threads must be None or an int >= 1");
+  const long long t = threads.cast<long long>();
+  if (t < 1 || t > 4096)
+    throw py::value_error("threads must be None or in [1, 4096], got " + std::to_string(t));
+  return static_cast<int>(t);
+}
+
+}  // namespace lfpy
+
+PYBIND11_MODULE(_ext, m) {
+  using namespace lfpy;
+  m.doc() = "The compiled part of the linformer module (import linformer instead).";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const NotFound& e) {
+      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+    } catch (const BadValue& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const lf::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const nlohmann::json::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, "out of memory");
+    }
+  });
+  register_model(m);
+  register_tokenizer(m);
+  register_training(m);
+}
