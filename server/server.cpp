@@ -53,8 +53,7 @@ class Server {
   explicit Server(const ServeOptions& o)
       : o_(o),
         batcher_(BatcherOptions{o.model, o.precision, o.threads, o.max_batch_tokens,
-                                o.max_batch_requests, o.batch_wait_ms,
-                                o.batch_invariant},
+                                o.max_batch_requests, o.batch_wait_ms, o.batch_invariant},
                  &metrics_) {}
 
   int run();
@@ -82,6 +81,10 @@ class Server {
   Tokenized tokenize(const RunRequest& r) const;
   // Queues a job and waits for it while watching the client; false when the client left.
   bool run_job(const httplib::Request& req, const std::shared_ptr<Job>& job);
+  // Tokenizes a request's inputs and runs them as one job (499 when the client left).
+  std::shared_ptr<Job> run_inputs(const httplib::Request& req, const RunRequest& r, Job::Kind kind,
+                                  Pooling pooling, Clock::time_point t0, Tokenized* t,
+                                  double* tok_ms);
   void embed(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
   void openai_embed(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
   void predict(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
@@ -235,6 +238,19 @@ bool Server::run_job(const httplib::Request& req, const std::shared_ptr<Job>& jo
   return !job->cancelled;
 }
 
+std::shared_ptr<Job> Server::run_inputs(const httplib::Request& req, const RunRequest& r,
+                                        Job::Kind kind, Pooling pooling, Clock::time_point t0,
+                                        Tokenized* t, double* tok_ms) {
+  auto job = std::make_shared<Job>();
+  job->kind = kind;
+  job->pooling = pooling;
+  *t = tokenize(r);
+  *tok_ms = ms_since(t0);
+  job->seqs = std::move(t->seqs);
+  if (!run_job(req, job)) throw ApiError(499, "client_closed", "the client closed the connection");
+  return job;
+}
+
 void Server::set_timing_headers(httplib::Response& res, const Job& job, int64_t tokens,
                                 double tok_ms, Clock::time_point t0) {
   const double total = ms_since(t0);
@@ -260,13 +276,9 @@ void normalize(float* v, int64_t n) {
 
 void Server::embed(const httplib::Request& req, httplib::Response& res, Clock::time_point t0) {
   const EmbedRequest r = parse_embed(req.body, limits_);
-  auto job = std::make_shared<Job>();
-  job->kind = Job::Kind::embed;
-  job->pooling = r.pooling;
-  Tokenized t = tokenize(r);
-  const double tok_ms = ms_since(t0);
-  job->seqs = std::move(t.seqs);
-  if (!run_job(req, job)) throw ApiError(499, "client_closed", "the client closed the connection");
+  Tokenized t;
+  double tok_ms = 0;
+  const auto job = run_inputs(req, r, Job::Kind::embed, r.pooling, t0, &t, &tok_ms);
   const int64_t D = job->width, n = static_cast<int64_t>(job->seqs.size());
   std::string body = "[";
   for (int64_t i = 0; i < n; ++i) {
@@ -287,13 +299,9 @@ void Server::openai_embed(const httplib::Request& req, httplib::Response& res,
   if (r.dimensions > D)
     invalid("\"dimensions\" is " + std::to_string(r.dimensions) + " but the model's vectors have " +
             std::to_string(D));
-  auto job = std::make_shared<Job>();
-  job->kind = Job::Kind::embed;
-  job->pooling = limits_.default_pooling;
-  Tokenized t = tokenize(r);
-  const double tok_ms = ms_since(t0);
-  job->seqs = std::move(t.seqs);
-  if (!run_job(req, job)) throw ApiError(499, "client_closed", "the client closed the connection");
+  Tokenized t;
+  double tok_ms = 0;
+  const auto job = run_inputs(req, r, Job::Kind::embed, limits_.default_pooling, t0, &t, &tok_ms);
   const int64_t dims = r.dimensions > 0 ? r.dimensions : D;
   std::string data = "[";
   for (size_t i = 0; i < job->seqs.size(); ++i) {
@@ -324,12 +332,9 @@ void Server::predict(const httplib::Request& req, httplib::Response& res, Clock:
                    "this model is not a classifier (its folder has no labels.json): use /embed, "
                    "or serve a folder written by `linformer finetune`");
   const PredictRequest r = parse_predict(req.body, limits_);
-  auto job = std::make_shared<Job>();
-  job->kind = Job::Kind::classify;
-  Tokenized t = tokenize(r);
-  const double tok_ms = ms_since(t0);
-  job->seqs = std::move(t.seqs);
-  if (!run_job(req, job)) throw ApiError(499, "client_closed", "the client closed the connection");
+  Tokenized t;
+  double tok_ms = 0;
+  const auto job = run_inputs(req, r, Job::Kind::classify, Pooling::cls, t0, &t, &tok_ms);
   const int64_t C = job->width;
   json all = json::array();
   for (size_t i = 0; i < job->seqs.size(); ++i) {
