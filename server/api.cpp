@@ -19,7 +19,7 @@ json parse_object(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     invalid(std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) invalid(std::string("the body must be a JSON object, got ") + j.type_name());
