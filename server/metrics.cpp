@@ -42,18 +42,17 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::write(std::string* out, const std::string& name, const std::string& labels) const {
+void Histogram::write(std::string* out, const std::string& name, const char* help) const {
+  header(out, name.c_str(), "histogram", help);
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string sep = labels.empty() ? "" : labels + ",";
   uint64_t cum = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cum += counts_[i];
     const std::string le = i < bounds_.size() ? num(bounds_[i]) : "+Inf";
-    *out += name + "_bucket{" + sep + "le=\"" + le + "\"} " + std::to_string(cum) + "\n";
+    *out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cum) + "\n";
   }
-  const std::string lab = labels.empty() ? "" : "{" + labels + "}";
-  *out += name + "_sum" + lab + " " + num(sum_) + "\n";
-  *out += name + "_count" + lab + " " + std::to_string(count_) + "\n";
+  *out += name + "_sum " + num(sum_) + "\n";
+  *out += name + "_count " + std::to_string(count_) + "\n";
 }
 
 Metrics::Metrics()
@@ -109,25 +108,19 @@ std::string Metrics::render() const {
       o += "linformer_request_failure{route=\"" + key.first + "\",err=\"" + key.second + "\"} " +
            std::to_string(n) + "\n";
   }
-  header(&o, "linformer_request_duration_seconds", "histogram",
-         "Time from receiving a request to its answer");
-  total_.write(&o, "linformer_request_duration_seconds", "");
-  header(&o, "linformer_request_tokenization_duration_seconds", "histogram",
-         "Time spent parsing, validating and tokenizing a request");
-  tokenization_.write(&o, "linformer_request_tokenization_duration_seconds", "");
-  header(&o, "linformer_request_queue_duration_seconds", "histogram",
-         "Time a request waited for its first batch");
-  queue_.write(&o, "linformer_request_queue_duration_seconds", "");
-  header(&o, "linformer_request_inference_duration_seconds", "histogram",
-         "Time the model computed the batches holding a request");
-  inference_.write(&o, "linformer_request_inference_duration_seconds", "");
-  header(&o, "linformer_request_input_length", "histogram", "Tokens per input");
-  input_length_.write(&o, "linformer_request_input_length", "");
-  header(&o, "linformer_batch_size", "histogram", "Sequences per batch the model ran");
-  batch_size_.write(&o, "linformer_batch_size", "");
-  header(&o, "linformer_batch_tokens", "histogram",
-         "Tokens per batch the model ran, padding included (sequences x padded length)");
-  batch_tokens_.write(&o, "linformer_batch_tokens", "");
+  total_.write(&o, "linformer_request_duration_seconds",
+               "Time from receiving a request to its answer");
+  tokenization_.write(&o, "linformer_request_tokenization_duration_seconds",
+                      "Time spent parsing, validating and tokenizing a request");
+  queue_.write(&o, "linformer_request_queue_duration_seconds",
+               "Time a request waited for its first batch");
+  inference_.write(&o, "linformer_request_inference_duration_seconds",
+                   "Time the model computed the batches holding a request");
+  input_length_.write(&o, "linformer_request_input_length", "Tokens per input");
+  batch_size_.write(&o, "linformer_batch_size", "Sequences per batch the model ran");
+  batch_tokens_.write(
+      &o, "linformer_batch_tokens",
+      "Tokens per batch the model ran, padding included (sequences x padded length)");
   header(&o, "linformer_queue_size", "gauge", "Sequences waiting for the model");
   o += "linformer_queue_size " + std::to_string(queue_size.load()) + "\n";
   header(&o, "linformer_requests_in_flight", "gauge", "Requests admitted and not yet answered");

@@ -14,8 +14,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
-  // Appends NAME_bucket{LABELS,le="..."} lines, NAME_sum and NAME_count.
-  void write(std::string* out, const std::string& name, const std::string& labels) const;
+  // Appends the HELP and TYPE lines, NAME_bucket{le="..."} lines, NAME_sum and NAME_count.
+  void write(std::string* out, const std::string& name, const char* help) const;
 
  private:
   std::vector<double> bounds_;
