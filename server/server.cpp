@@ -67,7 +67,8 @@ class Server {
   std::string load_error_;
   int64_t max_input_ = 0;
   ParseLimits limits_;
-  std::string info_;  // GET /info, built once the model has loaded
+  std::string info_;                       // GET /info, built once the model has loaded
+  std::vector<std::string> model_routes_;  // the routes model_route() registered
   std::mutex log_mu_;
 
   void routes();
@@ -389,6 +390,7 @@ void Server::model_route(
     const char* path,
     std::function<void(const httplib::Request&, httplib::Response&, Clock::time_point)> body) {
   const std::string route = path;
+  model_routes_.push_back(route);
   http_.Post(path, [this, route, body](const httplib::Request& req, httplib::Response& res) {
     const Clock::time_point t0 = Clock::now();
     metrics_.request_started(route);
@@ -464,7 +466,7 @@ void Server::routes() {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
       // Counted under the route when it is one (not under any path a client makes up).
-      for (const char* r : {"/embed", "/predict", "/tokenize", "/v1/embeddings"})
+      for (const std::string& r : model_routes_)
         if (req.path == r) metrics_.request_done(r, false, "payload_too_large");
       send_error(res, ApiError(413, "payload_too_large",
                                "the request body is larger than this server's limit of " +
