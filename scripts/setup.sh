@@ -47,6 +47,14 @@ for a in "$@"; do case "$a" in
   # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
   --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
 esac; done
+# Selenium and chromedriver reach each other (and chromium) at "localhost": a system built by
+# debootstrap has no /etc/hosts, so the name does not resolve there. The test setup adds the
+# two lines every installed Debian system has (only when the name is missing).
+if [[ " $* " == *" --test "* ]] && ! getent hosts localhost >/dev/null; then
+  echo "setup: 'localhost' does not resolve (no /etc/hosts entry); adding 127.0.0.1 and ::1"
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' |
+    if [[ $(id -u) -eq 0 ]]; then tee -a /etc/hosts; else sudo tee -a /etc/hosts; fi >/dev/null
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -26,7 +26,34 @@ Config bf16_config() {
   return c;
 }
 
+// A model asked for a precision this CPU has no matmul for refuses it at once, naming the
+// missing feature, and keeps running in the precision it had; where bf16 runs, it is taken.
+TEST(PrecisionSupport, MissingBf16IsRefusedWithTheReason) {
+  EXPECT_TRUE(compute_type_supported(ComputeType::f32));
+  Model m(test::tiny_config());
+  for (bool train : {false, true}) {
+    auto set = [&] {
+      if (train) m.set_train_compute_type(ComputeType::bf16);
+      else m.set_compute_type(ComputeType::bf16);
+    };
+    const ComputeType now = train ? m.train_compute_type() : m.compute_type();
+    if (compute_type_supported(ComputeType::bf16)) {
+      EXPECT_NO_THROW(set());
+      EXPECT_EQ(train ? m.train_compute_type() : m.compute_type(), ComputeType::bf16);
+      continue;
+    }
+    try {
+      set();
+      ADD_FAILURE() << "bf16 accepted on a CPU without a bf16 matmul";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bf16 needs AVX-512"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(train ? m.train_compute_type() : m.compute_type(), now);
+  }
+}
+
 TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
+  LF_REQUIRE_BF16();
   const int64_t M = 96, N = 80, K = 200;  // big enough to take the bf16 path
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
@@ -138,6 +165,7 @@ TEST(GeluBf16, BackwardRoundsAndSumsColumns) {
 // (the same values rounded the same way), with and without dropout, in a shape large enough
 // for the attention products to run in bf16; the copy holds the dropped-out probabilities.
 TEST(Bf16Attention, KeptProbabilityCopyChangesNothing) {
+  LF_REQUIRE_BF16();
   const AttnDims d{/*B=*/2, /*N=*/128, /*Lk=*/64, /*D=*/128, /*H=*/4, /*Dh=*/32};
   ASSERT_TRUE(gemm_batched_runs_bf16(ComputeType::bf16, d.B, d.H, d.N, d.Dh, d.Lk));
   const auto q = test::random_vec(d.B * d.N * d.D, 61), k = test::random_vec(d.B * d.Lk * d.D, 62),
@@ -196,6 +224,7 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // the same bf16-valued inputs: Linformer-shaped tiles with padded keys, and standard causal
 // ones, with and without dropout; the gradients are added into with GradInto::add.
 TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
+  LF_REQUIRE_BF16();
   struct Case {
     AttnDims d;
     bool masked;
@@ -310,7 +339,7 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
 // the bias, in both precisions; C's padding stays untouched.
 TEST(GemmBias, AddedToEveryRow) {
   const int64_t M = 96, N = 80, K = 200, ldc = N + 3;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : test::compute_types()) {
     auto A = test::random_vec(M * K, 4), B = test::random_vec(N * K, 5),
          bias = test::random_vec(N, 6), C = test::random_vec(M * ldc, 7);
     auto R = C;
@@ -335,7 +364,7 @@ TEST(GemmBias, AddedToEveryRow) {
 // every transpose, with alpha and beta; C's padding columns stay untouched.
 TEST(GemmBatched, MatchesNaivePerMatrix) {
   const int64_t nb = 3, nh = 2, M = 64, N = 48, K = 72;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16})
+  for (ComputeType t : test::compute_types())
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (int shared : {0, 1, 2}) {  // 1: A shared across b, 2: B shared across h
@@ -379,6 +408,7 @@ TEST(GemmBatched, MatchesNaivePerMatrix) {
 // training are): against gemm_naive on the widened copy, both when the product runs in bf16
 // and when it is too small for bf16 and runs in f32 (the copy is widened back).
 TEST(GemmBatched, OperandGivenOnlyRounded) {
+  LF_REQUIRE_BF16();
   const int64_t nh = 2, N = 48, K = 16;
   for (int64_t M : {64, 4}) {  // 64: the bf16 product; 4: below its size, f32
     const int64_t nb = M == 64 ? 8 : 1;
@@ -412,6 +442,7 @@ TEST(GemmBatched, OperandGivenOnlyRounded) {
 // f32 output, rounded, in both the bf16 product and the f32 one; one head of two only (the
 // head columns interleave in C's layout), so the other head's columns must stay untouched.
 TEST(GemmBatched, Bf16OutputIsTheRoundedF32Output) {
+  LF_REQUIRE_BF16();
   const int64_t nh = 1, N = 48, K = 32, ld = 2 * N;
   for (int64_t M : {64, 4}) {  // 64: the bf16 product; 4: below its size, f32
     const int64_t nb = M == 64 ? 8 : 1;
@@ -490,6 +521,7 @@ void expect_bf16_step_close_to_f32(Model& m, const std::string& what) {
 // keeps the rounded inputs of the linear maps for their weight gradients; a copy of the wrong
 // tensor (or a stale one) would put the gradients far outside the bf16 tolerance.
 TEST(Bf16Training, LossAndGradientsCloseToF32) {
+  LF_REQUIRE_BF16();
   struct Variant {
     AttentionKind kind;
     Projection proj;
@@ -526,6 +558,7 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
 // within bf16 rounding of f32, and the probabilities not kept (which is how the tiled path
 // is told from the kept one).
 TEST(Bf16Training, TiledAttentionCloseToF32) {
+  LF_REQUIRE_BF16();
   struct Variant {
     AttentionKind kind;
     NormPlacement norm;
@@ -561,6 +594,7 @@ TEST(Bf16Training, TiledAttentionCloseToF32) {
 // The bf16 copy of the weights is made again after they change (here by hand between two
 // steps, as an optimiser step does): the second bf16 step matches f32 on the new weights.
 TEST(Bf16Training, WeightCopyFollowsParameterChanges) {
+  LF_REQUIRE_BF16();
   Model m(bf16_config());
   m.init(5);
   std::vector<float> g;
@@ -580,6 +614,7 @@ TEST(Bf16Training, WeightCopyFollowsParameterChanges) {
 // next bf16 step uses it: its loss and gradients equal, bitwise, those of an identical model
 // whose copy the forward made by rounding the weights itself.
 TEST(Bf16Training, OptimiserWritesTheWeightCopy) {
+  LF_REQUIRE_BF16();
   Config c = bf16_config();
   Model a(c), b(c);
   a.init(5);
@@ -609,6 +644,7 @@ TEST(Bf16Training, OptimiserWritesTheWeightCopy) {
 // bf16 inference packs the weights; every way of changing the parameters must be seen by
 // the next inference forward, and training must not use the packed copies.
 TEST(Bf16Inference, PackedWeightsFollowParameterChanges) {
+  LF_REQUIRE_BF16();
   const Config c = bf16_config();
   Model m(c);
   m.init(3);

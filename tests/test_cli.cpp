@@ -242,6 +242,7 @@ TEST(Cli, ForwardAcceptsFloatMaskAndRandomBatch) {
 }
 
 TEST(Cli, ForwardBf16IsCloseToF32) {
+  LF_REQUIRE_BF16();
   const std::string dir = test::temp_dir("bf16");
   Config cfg = test::tiny_config();
   cfg.d_model = 64;

@@ -71,7 +71,7 @@ void check(ComputeType t, int64_t rows, Epi e, bool with_bias, bool nested) {
 }
 
 TEST(PackedLinear, MatchesReferenceForEveryEpilogueAndShape) {
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16})
+  for (ComputeType t : test::compute_types())
     for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{256}, PackedLinear::kMaxRows + 300})
       for (Epi e : {Epi::store, Epi::gelu, Epi::accumulate})
         for (bool bias : {true, false})
@@ -86,7 +86,7 @@ TEST(PackedLinear, Bf16RoundsInputsAndF32DoesNot) {
   auto x = test::random_vec(rows * K, 22);
   std::vector<float> zero(rows * N, 0.f);
   const auto exact = reference(x, W, nullptr, zero, rows, N, K, Epi::store, false);
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : test::compute_types()) {
     PackedLinear pl;
     pl.pack(W.data(), N, K, t);
     std::vector<float> out(rows * N);
@@ -121,7 +121,7 @@ TEST(PackedLinear, WeightsAreCopiedAtPackTime) {
 // pre-rounded input gives the same result as rounding inside, over more rows than one block.
 TEST(PackedLinear, TransposedRepackedAndPreRounded) {
   const int64_t Wr = 72, Wc = 136, rows = PackedLinear::kMaxRowsDirect + 100;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : test::compute_types()) {
     const bool bf16 = t == ComputeType::bf16;
     auto r = [&](std::vector<float> v) {
       if (bf16)
@@ -160,6 +160,7 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
 // a bias, over more rows than one block; the f32 input beside x16 is never read. f32
 // weights refuse a bf16 output.
 TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
+  LF_REQUIRE_BF16();
   const int64_t N = 72, K = 136, rows = PackedLinear::kMaxRowsDirect + 100;
   const auto W = test::random_vec(N * K, 51);
   const auto x = test::random_vec(rows * K, 52);

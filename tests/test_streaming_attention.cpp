@@ -111,6 +111,7 @@ TEST_P(InferencePath, MatchesTrainingForward) {
 // bf16 inference (packed bf16 linear maps) stays within bf16 rounding of the f32 training
 // forward, in every attention path and exact-attention mode, padded or not.
 TEST_P(InferencePath, Bf16CloseToF32) {
+  LF_REQUIRE_BF16();
   TrainingReference t(GetParam().cfg);
   Model& m = t.m;
   const Inputs& in = t.in;
@@ -143,7 +144,7 @@ TEST_P(InferencePath, ActivationBlocksHoldTheirWrites) {
   for (bool train : {false, true})
     for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
                      Model::ExactAttention::materialized})
-      for (ComputeType ct : {ComputeType::f32, ComputeType::bf16}) {
+      for (ComputeType ct : test::compute_types()) {
         SCOPED_TRACE(std::string(train ? "train" : "inference") + " exact=" +
                      std::to_string(static_cast<int>(how)) + " " + compute_type_name(ct));
         Model m(c.cfg);

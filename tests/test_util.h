@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "linformer/compute_type.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -23,6 +24,18 @@
 #include "linformer/rng.h"
 
 namespace lf::test {
+
+// The precisions this CPU runs: f32, and bf16 where oneDNN has a bf16 matmul (AVX-512). A test
+// of both loops over these; a test of bf16 alone starts with LF_REQUIRE_BF16().
+inline std::vector<ComputeType> compute_types() {
+  if (compute_type_supported(ComputeType::bf16)) return {ComputeType::f32, ComputeType::bf16};
+  return {ComputeType::f32};
+}
+#define LF_REQUIRE_BF16()                                                              \
+  do {                                                                                 \
+    if (!::lf::compute_type_supported(::lf::ComputeType::bf16))                        \
+      GTEST_SKIP() << "this CPU has no bf16 matmul in oneDNN (bf16 needs AVX-512)"; \
+  } while (0)
 
 // A fresh, empty temporary folder for one test.
 inline std::string temp_dir(const std::string& tag) {

@@ -11,4 +11,12 @@ inline const char* compute_type_name(ComputeType t) {
   return t == ComputeType::bf16 ? "bf16" : "f32";
 }
 
+// Whether this CPU runs products of type t: f32 always; bf16 only where oneDNN has a bf16
+// matmul (AVX-512 and newer: AVX512-BF16 or AMX natively, plain AVX-512 through its own
+// conversion). Model::set_compute_type and set_train_compute_type refuse a type this is false
+// for, with a message that says so (require_compute_type).
+bool compute_type_supported(ComputeType t);
+// Throws lf::Error naming the CPU's missing feature when compute_type_supported(t) is false.
+void require_compute_type(ComputeType t);
+
 }  // namespace lf

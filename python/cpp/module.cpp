@@ -116,6 +116,15 @@ PYBIND11_MODULE(_ext, m) {
       PyErr_SetString(PyExc_MemoryError, "out of memory");
     }
   });
+  m.def(
+      "precisions",
+      [] {
+        std::vector<std::string> out{"f32"};
+        if (lf::compute_type_supported(lf::ComputeType::bf16)) out.push_back("bf16");
+        return out;
+      },
+      "The precisions this CPU runs, for Model(..., precision=...): always \"f32\"; \"bf16\"\n"
+      "where oneDNN has a bf16 matmul (AVX-512). Model refuses any other with RuntimeError.");
   register_model(m);
   register_tokenizer(m);
   register_training(m);

@@ -42,6 +42,31 @@ const dnnl::engine& cpu_engine() {
   return eng;
 }
 
+bool compute_type_supported(ComputeType t) {
+  if (t == ComputeType::f32) return true;
+  // Asked once: can oneDNN build a bf16 x bf16 -> f32 matmul here?
+  static const bool bf16 = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    try {
+      const dnnl::memory::desc a({64, 64}, dt::bf16, tag::ab), b({64, 64}, dt::bf16, tag::ab),
+          c({64, 64}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return bf16;
+}
+
+void require_compute_type(ComputeType t) {
+  if (!compute_type_supported(t))
+    fail("precision ", compute_type_name(t), ": this CPU has no ", compute_type_name(t),
+         " matmul in oneDNN (bf16 needs AVX-512: AVX512-BF16 or AMX, or plain AVX-512F through "
+         "conversion); use f32");
+}
+
 namespace {
 
 // A product's input type and shape: everything its oneDNN primitive depends on (bf16 inputs

@@ -447,12 +447,14 @@ size_t Model::param_bytes() const {
 size_t Model::packed_weight_bytes() const { return impl_->packed_bytes(); }
 void Model::set_compute_type(ComputeType t) {
   if (t == impl_->compute) return;
+  require_compute_type(t);
   impl_->weights_changed();
   impl_->compute = t;
 }
 ComputeType Model::compute_type() const { return impl_->compute; }
 void Model::set_train_compute_type(ComputeType t) {
   if (t == impl_->train_compute) return;
+  require_compute_type(t);
   impl_->train_compute = t;
   impl_->train_packs_current = false;  // the packed weights are in the training precision
   impl_->head_packs_current = false;

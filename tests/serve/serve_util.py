@@ -80,6 +80,17 @@ class Server:
         with open(self.log.name) as f:
             return f.read()
 
+    def log_lines(self, keep, count=1, timeout=20):
+        """The server's log lines for which keep(line) holds, once there are `count` of them:
+        a request's line is written after its response is sent, so it may come a moment
+        after the client has the answer. Gives up after `timeout` seconds."""
+        end = time.time() + timeout
+        while True:
+            lines = [l for l in self.stderr().splitlines() if keep(l)]
+            if len(lines) >= count or time.time() > end:
+                return lines
+            time.sleep(0.02)
+
     def wait_ready(self, timeout=120):
         end = time.time() + timeout
         while time.time() < end:

@@ -240,7 +240,7 @@ class Routes(unittest.TestCase):
 
     def test_log_lines(self):
         self.s.post("/predict", {"inputs": TEXTS[:2]})
-        lines = [l for l in self.s.stderr().splitlines() if " POST /predict 200 " in l]
+        lines = self.s.log_lines(lambda l: " POST /predict 200 " in l)
         self.assertTrue(lines)
         self.assertRegex(lines[-1], r"inputs=\d+ tokens=\d+ queue_ms=[0-9.]+ compute_ms=[0-9.]+ total_ms=[0-9.]+")
 
@@ -251,7 +251,8 @@ class JsonLog(unittest.TestCase):
         try:
             s.post("/embed", {"inputs": ["good", "bad plot"]})
             s.post("/embed", {"inputs": []})
-            recs = [json.loads(l) for l in s.stderr().splitlines() if l.startswith("{")]
+            recs = [json.loads(l) for l in s.log_lines(
+                lambda l: l.startswith("{") and '"route":"/embed"' in l.replace(" ", ""), count=2)]
             ok = [r for r in recs if r["route"] == "/embed" and r["status"] == 200][0]
             self.assertEqual((ok["method"], ok["inputs"]), ("POST", 2))
             for k in ["tokens", "queue_ms", "compute_ms", "total_ms", "time", "client"]:
