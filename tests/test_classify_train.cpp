@@ -248,7 +248,7 @@ TEST_F(ClassifyTrain, Bf16RunsCloseToF32AndResumesInBf16) {
     o.pad_to_max = true;
     o.epochs = 2;
     o.log_every = 5;
-    o.bf16 = bf16;
+    o.precision = bf16 ? ComputeType::bf16 : ComputeType::f32;
     o.stop_after = stop_after;
     return finetune(o, false);
   };

@@ -262,6 +262,35 @@ TEST(Cli, ForwardBf16IsCloseToF32) {
     EXPECT_GT(rel, 1e-6) << t << ": --bf16 had no effect";
   }
   expect_mentions(run_cli(dir, "forward --help").out, {"--bf16"}, "forward --help");
+  // --precision bf16 is the same run as its alias --bf16.
+  expect_ok(run_cli(dir, base + " --precision bf16 --out " + dir + "/p.safetensors"), "precision");
+  for (const char* t : {"hidden_states", "mlm_logits"})
+    EXPECT_EQ(SafeTensorsReader(dir + "/p.safetensors").read_f32(t),
+              SafeTensorsReader(dir + "/bf16.safetensors").read_f32(t));
+}
+
+// --precision names its choices; a wrong one, or --precision beside its alias --bf16, is
+// refused before anything runs (on every CPU); f32 is the default.
+TEST(Cli, PrecisionOption) {
+  const std::string dir = test::temp_dir("precision");
+  const std::string m = init_model(dir, test::tiny_config(), "m", 2);
+  const Inputs in = make_inputs(test::tiny_config());
+  write_inputs(in, dir + "/in.safetensors", false);
+  const std::string base = "forward --model " + m + " --input " + dir + "/in.safetensors";
+  expect_ok(run_cli(dir, base + " --out " + dir + "/a.safetensors"), "default");
+  expect_ok(run_cli(dir, base + " --precision f32 --out " + dir + "/b.safetensors"), "f32");
+  EXPECT_EQ(SafeTensorsReader(dir + "/a.safetensors").read_f32("hidden_states"),
+            SafeTensorsReader(dir + "/b.safetensors").read_f32("hidden_states"));
+  CliRun r = run_cli(dir, base + " --precision fp16 --out " + dir + "/c.safetensors");
+  EXPECT_NE(r.code, 0);
+  expect_mentions(r.err, {"--precision", "fp16", "f32", "bf16"}, "a wrong --precision");
+  r = run_cli(dir, base + " --precision f32 --bf16 --out " + dir + "/c.safetensors");
+  EXPECT_NE(r.code, 0);
+  expect_mentions(r.err, {"--precision", "--bf16"}, "--precision beside --bf16");
+  EXPECT_FALSE(fs::exists(dir + "/c.safetensors"));
+  for (const char* cmd : {"forward", "pretrain", "finetune", "evaluate", "predict", "embed", "bench"})
+    expect_mentions(run_cli(dir, std::string(cmd) + " --help").out, {"--precision", "--bf16"},
+                    std::string(cmd) + " --help");
 }
 
 TEST(Cli, InfoDescribesFolder) {

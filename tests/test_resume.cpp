@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <regex>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -201,6 +202,22 @@ TEST(Resume, KillNineThenResumeEqualsUninterruptedRun) {
   // 1. The uninterrupted reference.
   ASSERT_TRUE(run_to_end(args(d + "/ref"), d + "/ref.log"));
   ASSERT_EQ(last_train_step(d + "/ref"), steps);
+  // The summary line gives the time with its unit.
+  EXPECT_TRUE(std::regex_search(slurp(d + "/ref.log"),
+                                std::regex("pretrain: 30 steps in [0-9]+\\.[0-9] s, [0-9]+ tokens/s, "
+                                           "validation loss [0-9.]+, perplexity [0-9.]+\n")))
+      << slurp(d + "/ref.log");
+  // Resuming a finished run runs nothing, says so, and leaves the model as it was (no
+  // validation figures: none were measured).
+  {
+    const std::string model_before = slurp(d + "/ref/model/model.safetensors");
+    ASSERT_TRUE(run_to_end({"pretrain", "--out", d + "/ref", "--resume"}, d + "/ref2.log"));
+    const std::string log = slurp(d + "/ref2.log");
+    EXPECT_NE(log.find("had already finished its 30 steps; nothing ran"), std::string::npos) << log;
+    EXPECT_EQ(log.find("validation loss"), std::string::npos) << log;
+    EXPECT_EQ(slurp(d + "/ref/model/model.safetensors"), model_before);
+    EXPECT_EQ(last_train_step(d + "/ref"), steps);
+  }
 
   // 2. Killed between checkpoints (after the step-5 checkpoint, at step >= 7), then resumed.
   const std::string run_a = d + "/run_a";

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
 
@@ -31,7 +32,8 @@ struct Opts {
   bool at_max_batch = false;
   int reps = 3;
   double max_run_seconds = 900;
-  bool quick = false, json_out = false, no_fork = false, bf16 = false;
+  bool quick = false, json_out = false, no_fork = false;
+  ComputeType precision = ComputeType::f32;
   std::string out_dir, from_json;
   uint64_t seed = 1;
   // --train

@@ -99,20 +99,31 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
       ->group(group);
 }
 
-void add_train_compute_option(CLI::App* cmd, bool* bf16) {
-  cmd->add_flag("--bf16", *bf16,
-                "Mixed precision: bf16 matrix products (AVX512-BF16), f32 master weights, "
-                "gradients and optimiser (docs/training.md)")
-      ->group("Optimiser");
+void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help) {
+  auto* p = cmd->add_option_function<std::string>(
+                   "--precision", [t](const std::string& s) { *t = parse_compute_type(s); }, help)
+                ->check(CLI::IsMember({"f32", "bf16"}))
+                ->default_str("f32")
+                ->group(group);
+  auto* alias = cmd->add_flag_callback(
+                       "--bf16", [t] { *t = ComputeType::bf16; }, "The same as --precision bf16")
+                    ->group(group);
+  p->excludes(alias);
 }
 
-void add_compute_option(CLI::App* cmd, bool* bf16) {
-  cmd->add_flag("--bf16", *bf16,
-                "Run the encoder's linear maps in bfloat16 (weights packed once, f32 "
-                "accumulation; AVX512-BF16): about 1.8x faster, outputs within ~1e-2 of f32")
-      ->group("Speed");
+void add_train_compute_option(CLI::App* cmd, ComputeType* t) {
+  add_precision_option(cmd, t, "Optimiser",
+                       "f32, or bf16: mixed precision, bf16 matrix products (AVX-512; "
+                       "AVX512-BF16 or AMX run them natively), f32 master weights, gradients "
+                       "and optimiser (docs/training.md)");
 }
-ComputeType compute_type_of(bool bf16) { return bf16 ? ComputeType::bf16 : ComputeType::f32; }
+
+void add_compute_option(CLI::App* cmd, ComputeType* t) {
+  add_precision_option(cmd, t, "Speed",
+                       "f32, or bf16: the encoder's linear maps in bfloat16 (weights packed "
+                       "once, f32 accumulation; AVX-512, natively on AVX512-BF16 or AMX): about "
+                       "1.8x faster there, outputs within ~1e-2 of f32");
+}
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help) {
@@ -125,12 +136,12 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_
   cmd->add_option("--batch-size", o->batch_size, batch_help)
       ->capture_default_str()
       ->check(in_range(1, kMaxCount));
-  add_compute_option(cmd, &o->bf16);
+  add_compute_option(cmd, &o->precision);
 }
 
 ClassifierBundle load_model_to_run(const ModelRunOptions& o, bool need_labels, int64_t* max_len) {
   ClassifierBundle cb = load_classifier(o.model, need_labels);
-  cb.model->set_compute_type(compute_type_of(o.bf16));
+  cb.model->set_compute_type(o.precision);
   *max_len = o.max_len > 0 ? o.max_len : cb.task.max_len;
   LF_CHECK(*max_len <= cb.model->config().max_len, "--max-len ", *max_len,
            " exceeds the model's max_len ", cb.model->config().max_len);

@@ -46,25 +46,26 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
                            const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
                            std::string* tokenizer_type);
 
-// --bf16 for the training commands (mixed precision, in group Optimiser).
-void add_train_compute_option(CLI::App* cmd, bool* bf16);
-// --bf16 for the inference commands (in group Speed).
-void add_compute_option(CLI::App* cmd, bool* bf16);
-ComputeType compute_type_of(bool bf16);
+// --precision f32|bf16 into *t, with --bf16 as an alias of --precision bf16, in `group`.
+void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help);
+// --precision for the training commands (mixed precision, in group Optimiser).
+void add_train_compute_option(CLI::App* cmd, ComputeType* t);
+// --precision for the inference commands (in group Speed).
+void add_compute_option(CLI::App* cmd, ComputeType* t);
 
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 
 struct ModelRunOptions {
   std::string model, bad_rows = "stop";
   int64_t max_len = 0, batch_size = 32;
-  bool bf16 = false;
+  ComputeType precision = ComputeType::f32;
   BadRows policy() const { return bad_rows == "skip" ? BadRows::skip : BadRows::stop; }
 };
-// --model (required), --bad-rows, --max-len, --batch-size and --bf16; the helps say what the
+// --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say what the
 // folder holds, what --max-len defaults to and what a batch holds.
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help);
-// The model folder (labels.json required when need_labels) in --bf16's compute type, and in
+// The model folder (labels.json required when need_labels) in --precision, and in
 // *max_len the tokens per text: --max-len if given, else the length the model was finetuned
 // with; at most the model's max_len.
 ClassifierBundle load_model_to_run(const ModelRunOptions& o, bool need_labels, int64_t* max_len);

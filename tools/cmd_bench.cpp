@@ -50,7 +50,7 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["n"] = j.n;
   r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
   r["layers"] = o.layers;
-  const ComputeType ct = cli::compute_type_of(o.bf16);
+  const ComputeType ct = o.precision;
   r["compute"] = compute_type_name(ct);
   const Config cfg = make_config(o, j.kind, j.n, j.k);
   Model m(cfg);
@@ -353,9 +353,10 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick,
                 "Short grid: n 512..4096, k 128 256, 2 layers unless --layers is given");
-  cmd->add_flag("--bf16", o->bf16,
-                "bf16 inference: the linear maps' weights packed once in bfloat16 (AVX512-BF16, "
-                "f32 accumulation); the GEMM peak reference is then the same bf16 product");
+  cli::add_precision_option(
+      cmd, &o->precision, "Options",
+      "f32, or bf16 inference: the linear maps' weights packed once in bfloat16 (AVX-512, "
+      "f32 accumulation); the GEMM peak reference is then the same bf16 product");
   cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
   cmd->add_flag("--no-fork", o->no_fork,
                 "Run every configuration in this process (peak RSS is then process-wide)");
@@ -453,7 +454,7 @@ void add_bench(CLI::App& app) {
     // 1. The sgemm peak, in a child like everything else.
     const int64_t gm = 4096, gn = 3072, gk = 768;
     json peak = run([&] {
-      return json{{"gflops", bench::matmul_gflops(cli::compute_type_of(opt.bf16), gm, gn, gk)},
+      return json{{"gflops", bench::matmul_gflops(opt.precision, gm, gn, gk)},
                   {"threads", bench::threads()}};
     });
     const double peak_gflops = peak.value("gflops", 0.0);
@@ -504,7 +505,7 @@ void add_bench(CLI::App& app) {
       runs.push_back(std::move(r));
     }
     json meta = {{"sgemm_gflops", peak_gflops},
-                 {"compute", opt.bf16 ? "bf16" : "f32"},
+                 {"compute", compute_type_name(opt.precision)},
                  {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
                  {"threads", peak.value("threads", 0)},
                  {"budget_bytes", budget_bytes},

@@ -29,7 +29,7 @@ struct Job {
 };
 
 json train_job(const Opts& o, const Job& j) {
-  const ComputeType ct = compute_type_of(o.bf16);
+  const ComputeType ct = o.precision;
   const Config cfg = make_config(o, j.kind, j.n, j.k);
   json r;
   r["peak_gflops_now"] = bench::matmul_gflops(ct, kPeakM, kPeakN, kPeakK, 3);
@@ -228,7 +228,7 @@ void run_train_bench(Opts o, const json* from_json) {
   }
   LF_CHECK(!jobs.empty(), "bench --train: nothing to run (Linformer needs k < n)");
   auto run = [&](auto f) { return o.no_fork ? f() : isolated(f); };
-  const ComputeType ct = compute_type_of(o.bf16);
+  const ComputeType ct = o.precision;
   const json peak = run([&] {
     return json{{"gflops", bench::matmul_gflops(ct, kPeakM, kPeakN, kPeakK)},
                 {"threads", bench::threads()}};

@@ -123,7 +123,7 @@ void add_finetune(CLI::App& app) {
                        &o->eval_every, "Steps between dev evaluations (0: each epoch)");
   add_checkpoint_options(cmd, &o->checkpoint_every,
                          "Steps between checkpoints (0: at each evaluation)", &o->time_limit);
-  add_train_compute_option(cmd, &o->bf16);
+  add_train_compute_option(cmd, &o->precision);
   cmd->add_option("--stop-after", o->stop_after,
                   "Stop after this many steps, with a checkpoint (0: run to the end; --resume "
                   "continues)")

@@ -66,7 +66,7 @@ void add_pretrain(CLI::App& app) {
       ->capture_default_str()
       ->group("Run");
   add_checkpoint_options(cmd, &o->checkpoint_every, "Steps between checkpoints", &o->time_limit);
-  add_train_compute_option(cmd, &o->bf16);
+  add_train_compute_option(cmd, &o->precision);
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");
@@ -74,9 +74,15 @@ void add_pretrain(CLI::App& app) {
       throw CLI::ValidationError("--config", "give --config or --init-from");
     PretrainResult r = pretrain(*o, *resume);
     if (distributed_info().rank != 0) return;  // rank 0 reports
-    std::printf("pretrain: %lld steps in %s, %.0f tokens/s, validation loss %.4f, perplexity %.2f\n",
-                static_cast<long long>(r.steps_done), std::to_string(r.seconds).c_str(),
-                r.tokens_per_second, r.final_valid_loss, r.final_valid_ppl);
+    if (!r.evaluated)  // a resumed run that had finished: nothing ran, nothing was measured
+      std::printf("pretrain: the run in %s had already finished its %lld steps; nothing ran "
+                  "(its model is in %s/model)\n",
+                  o->out.c_str(), static_cast<long long>(r.steps_done), o->out.c_str());
+    else
+      std::printf("pretrain: %lld steps in %.1f s, %.0f tokens/s, validation loss %.4f, "
+                  "perplexity %.2f\n",
+                  static_cast<long long>(r.steps_done), r.seconds,
+                  r.tokens_per_second, r.final_valid_loss, r.final_valid_ppl);
     if (r.ranks > 1)
       std::printf("pretrain: %d ranks; rank 0 waited %.1f s for the others\n", r.ranks,
                   r.comm_wait_seconds);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
 #include "linformer/optim.h"
 #include "linformer/run.h"
 
@@ -42,7 +43,8 @@ struct FinetuneOptions {
   int64_t eval_every = 0;        // steps between dev evaluations (0: once per epoch)
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: at each evaluation)
   double time_limit = 0;         // seconds; 0 = none. Stops with a checkpoint.
-  bool bf16 = false;             // bf16 matrix products in training, f32 master weights
+  // bf16: bf16 matrix products in training, f32 master weights (--precision)
+  ComputeType precision = ComputeType::f32;
   int64_t stop_after = 0;        // stop after this many steps of this session, with a
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
 #include "linformer/optim.h"
 #include "linformer/run.h"
 
@@ -34,7 +35,8 @@ struct PretrainOptions {
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
   double time_limit = 0;  // seconds; 0 = none. Stops with a checkpoint.
-  bool bf16 = false;      // bf16 matrix products, f32 master weights
+  // bf16: bf16 matrix products, f32 master weights (mixed precision; --precision)
+  ComputeType precision = ComputeType::f32;
   bool quiet = false;
   bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
   RunHooks hooks;          // for library callers: progress records, stop requests (not saved)
@@ -49,6 +51,9 @@ struct PretrainOptions {
 struct PretrainResult {
   int64_t steps_done = 0;
   double final_train_loss = 0, final_valid_loss = 0, final_valid_ppl = 0;
+  // Whether the validation figures above were measured in this call: false when a resumed run
+  // had already finished (nothing ran; the losses are then 0).
+  bool evaluated = false;
   double seconds = 0, tokens_per_second = 0;  // tokens of all ranks
   int ranks = 1;                  // processes of a data-parallel run (docs/distributed.md)
   double comm_wait_seconds = 0;   // rank 0's time waiting for the others

@@ -159,8 +159,9 @@ py::dict pretrain_py(py::dict kw, bool resume, py::object callback, py::handle t
   lf::PretrainResult r;
   py::dict d = run_training(o, callback, threads, &lf::pretrain, resume, &r);
   d["final_train_loss"] = r.final_train_loss;
-  d["final_valid_loss"] = r.final_valid_loss;
-  d["final_valid_ppl"] = r.final_valid_ppl;
+  // None when nothing was measured (a resumed run that had already finished).
+  d["final_valid_loss"] = r.evaluated ? py::object(py::float_(r.final_valid_loss)) : py::none();
+  d["final_valid_ppl"] = r.evaluated ? py::object(py::float_(r.final_valid_ppl)) : py::none();
   d["tokens_per_second"] = r.tokens_per_second;
   return d;
 }

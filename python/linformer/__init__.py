@@ -61,7 +61,8 @@ Options and their defaults:
 pretrain.__doc__ = _TRAIN_DOC.format(
     what="Masked-language-model pretraining on plain text (as `linformer pretrain`).",
     cmd="pretrain", speed="tokens_per_s",
-    result="steps_done, stopped, final_train_loss, final_valid_loss, final_valid_ppl, "
+    result="steps_done, stopped, final_train_loss, final_valid_loss, final_valid_ppl "
+           "(None when resuming a run that had already finished: nothing ran), "
            "seconds, tokens_per_second, out",
     options=_options_doc(_ext._pretrain_defaults()))
 finetune.__doc__ = _TRAIN_DOC.format(

@@ -42,6 +42,12 @@ const dnnl::engine& cpu_engine() {
   return eng;
 }
 
+ComputeType parse_compute_type(const std::string& name) {
+  if (name == "f32") return ComputeType::f32;
+  if (name == "bf16") return ComputeType::bf16;
+  fail("precision must be f32 or bf16, got \"", name, "\"");
+}
+
 bool compute_type_supported(ComputeType t) {
   if (t == ComputeType::f32) return true;
   // Asked once: can oneDNN build a bf16 x bf16 -> f32 matmul here?

@@ -441,7 +441,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   // ---- Model ----
   Model model(cfg);
   model.init(opt.seed);
-  model.set_train_compute_type(opt.bf16 ? ComputeType::bf16 : ComputeType::f32);
+  model.set_train_compute_type(opt.precision);
   if (!opt.init_from.empty()) {
     std::vector<std::string> fresh;
     load_pretrained_encoder(model, (fs::path(opt.init_from) / "model.safetensors").string(),

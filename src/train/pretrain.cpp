@@ -126,6 +126,7 @@ class MlmTask final : public TrainTask {
     const double total = sums[0];
     const int64_t tokens = std::llround(sums[1]);
     last_valid = tokens ? total / tokens : 0.0;
+    evaluated = true;
     loop_.log().write({{"step", done},
                        {"split", "valid"},
                        {"loss", last_valid},
@@ -139,6 +140,7 @@ class MlmTask final : public TrainTask {
   json checkpoint_state() const override { return json{{"kind", "pretrain"}}; }
 
   double last_valid = 0;    // loss of the last evaluation
+  bool evaluated = false;   // an evaluation ran in this session
   double total_tokens = 0;  // real tokens this rank trained on in this session
 
  private:
@@ -254,7 +256,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       static_cast<long long>(valid_seqs.count()));
 
   Model model(cfg);
-  model.set_train_compute_type(opt.bf16 ? ComputeType::bf16 : ComputeType::f32);
+  model.set_train_compute_type(opt.precision);
   if (!opt.init_from.empty()) {
     LoadReport rep =
         load_weights(model, (fs::path(opt.init_from) / "model.safetensors").string(), {true, opt.seed});
@@ -288,6 +290,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   PretrainResult res;
   res.steps_done = ran.steps_done;
   res.final_train_loss = ran.last_loss;
+  res.evaluated = task.evaluated;
   res.final_valid_loss = task.last_valid;
   res.final_valid_ppl = std::exp(task.last_valid);
   res.seconds = loop.seconds();

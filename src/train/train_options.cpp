@@ -47,6 +47,15 @@ void FinetuneOptions::validate() const {
   optim.validate();
 }
 
+// A precision is stored by its name.
+void to_json(json& j, ComputeType t) { j = compute_type_name(t); }
+void from_json(const json& j, ComputeType& t) { t = parse_compute_type(j.get<std::string>()); }
+
+// Runs of earlier versions stored "bf16": true|false instead of "precision".
+static json precision_default(const json& j) {
+  return j.value("bf16", false) ? "bf16" : "f32";
+}
+
 // train_args.json: the stored fields, each listed once (the key is the field's name). The
 // optimiser's fields stand beside them (optim_to_json); quiet, overwrite and stop_after are
 // not stored. A key that runs of earlier versions did not write is read with the value it meant.
@@ -54,13 +63,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PretrainOptions, train, valid, valid_fraction
                                    init_from, tokenizer, vocab_size, tokenizer_type, cache_dir,
                                    seq_len, batch_size, grad_accum, steps, seed, mask_prob,
                                    log_every, eval_every, eval_batches, checkpoint_every,
-                                   time_limit, bf16)
+                                   time_limit, precision)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FinetuneOptions, train, dev, out, init_from, config, sets,
                                    tokenizer, vocab_size, tokenizer_type, max_len, truncate,
                                    lowercase, pad_to_max, bucket, bad_rows, max_train, max_dev,
                                    metric, dropout, batch_size, grad_accum, eval_batch_size, epochs,
                                    warmup_ratio, seed, log_every, eval_every, checkpoint_every,
-                                   time_limit, bf16)
+                                   time_limit, precision)
 
 json PretrainOptions::to_json() const {
   json j = *this;
@@ -69,7 +78,7 @@ json PretrainOptions::to_json() const {
 }
 
 PretrainOptions PretrainOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"sets", json::array()}, {"bf16", false}}).get<PretrainOptions>();
+  auto o = with_defaults(j, {{"sets", json::array()}, {"precision", precision_default(j)}}).get<PretrainOptions>();
   o.optim = optim_from_json(j);
   o.optim.total_steps = o.steps;
   return o;
@@ -82,7 +91,7 @@ json FinetuneOptions::to_json() const {
 }
 
 FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"lowercase", false}, {"bf16", false}}).get<FinetuneOptions>();
+  auto o = with_defaults(j, {{"lowercase", false}, {"precision", precision_default(j)}}).get<FinetuneOptions>();
   o.optim = optim_from_json(j);
   return o;
 }

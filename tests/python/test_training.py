@@ -72,6 +72,10 @@ def test_pretrain_equals_cli(workdir, corpus):
     assert steps[:2] == [(3, "train"), (6, "train")] and (6, "valid") in steps
     assert all("tokens_per_s" in x for x in records if x["split"] == "train")
     assert r["final_valid_loss"] == pytest.approx(records[-1]["loss"])
+    # Resuming the finished run runs nothing and measures nothing.
+    again = linformer.pretrain(out=py_run, resume=True, quiet=True)
+    assert again["steps_done"] == 12
+    assert again["final_valid_loss"] is None and again["final_valid_ppl"] is None
     # The final model is a model folder with its tokenizer.
     m = linformer.Model(f"{py_run}/model")
     assert m.tokenizer is not None and m.vocab_size == m.tokenizer.vocab_size
