@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/profile.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 #include "linformer/error.h"
@@ -18,10 +19,6 @@
 namespace lf {
 
 namespace {
-constexpr int64_t kGrainElems = 1 << 14;
-int64_t row_grain(int64_t cols) {
-  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1));
-}
 // Whether the packed weight p serves a product that runs in bf16 (bf16) or in f32.
 bool packed_for(const PackedLinear* p, bool bf16) {
   return p && (p->type() == ComputeType::bf16) == bf16;
@@ -143,66 +140,6 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
 }
 
 namespace {
-
-// Element j of a dropout mask is kept iff 16 bits of rng_bits(seed, stream, j / 4) (the
-// (j % 4)-th group) are >= round(p * 65536): one hash serves four elements. Buffer element i
-// is mask element j = first + i.
-struct DropoutMask {
-  uint64_t key;
-  uint32_t threshold;
-  int64_t first;
-  DropoutMask(float p, uint64_t seed, uint64_t stream, int64_t first_index)
-      : key(rng_key(seed, stream)),
-        threshold(static_cast<uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
-        first(first_index) {}
-#if defined(__AVX512DQ__) && defined(__AVX512BW__)
-  // Whether each of the 32 mask elements from index j (a multiple of 4) is kept, bit k for
-  // element j + k: the eight hashes of their groups at once (SplitMix64 on 64-bit lanes), each
-  // lane's four 16-bit fields compared with the threshold.
-  uint32_t keep32(uint64_t j) const {
-    __m512i x = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key + (j >> 2))),
-                                 _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-    x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<int64_t>(0x9E3779B97F4A7C15ull)));
-    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
-                           _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
-    x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
-                           _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
-    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
-    return static_cast<uint32_t>(
-        _mm512_cmpge_epu16_mask(x, _mm512_set1_epi16(static_cast<int16_t>(threshold))));
-  }
-#endif
-  // Calls f(i, keep) for i in [i0, i1).
-  template <typename F>
-  void for_range(int64_t i0, int64_t i1, const F& f) const {
-#if defined(__AVX512DQ__) && defined(__AVX512BW__)
-    if (threshold <= 0xFFFFu) {  // 32 elements per hash vector once the index is a multiple of 4
-      int64_t i = i0;
-      for (; i < i1 && ((first + i) & 3) != 0; ++i)
-        f(i, keep_scalar(static_cast<uint64_t>(first + i)));
-      for (; i + 32 <= i1; i += 32) {
-        const uint32_t k = keep32(static_cast<uint64_t>(first + i));
-        for (int b = 0; b < 32; ++b) f(i + b, ((k >> b) & 1u) != 0);
-      }
-      for (; i < i1; ++i) f(i, keep_scalar(static_cast<uint64_t>(first + i)));
-      return;
-    }
-#endif
-    uint64_t group = ~uint64_t{0}, h = 0;
-    for (int64_t i = i0; i < i1; ++i) {
-      const uint64_t j = static_cast<uint64_t>(first + i);
-      const uint64_t g = j >> 2;
-      if (g != group) {
-        group = g;
-        h = rng_bits_keyed(key, g);
-      }
-      f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
-    }
-  }
-  bool keep_scalar(uint64_t j) const {
-    return ((rng_bits_keyed(key, j >> 2) >> (16 * (j & 3))) & 0xFFFFu) >= threshold;
-  }
-};
 
 // LayerNorm of one row x [C] into y (and y16), its mean and 1/std into *mean, *rstd (either
 // may be null). s: the row's sum, taken by the caller in its own pass over x (double
@@ -439,201 +376,6 @@ void tanh_forward(float* out, const float* inp, int64_t n) {
 void tanh_backward(float* dinp, const float* out, const float* dout, int64_t n) {
   PhaseScope ps(Phase::elementwise);
   for (int64_t i = 0; i < n; ++i) dinp[i] += dout[i] * (1.f - out[i] * out[i]);
-}
-
-namespace {
-// One row of softmax_forward: y = softmax(scale * x) over unmasked keys, masked keys 0.
-void softmax_row(float* y, const float* x, int64_t cols, float scale, const float* key_mask) {
-  const float mx = vm::masked_scaled_max(x, key_mask, cols, scale);
-  if (mx == -std::numeric_limits<float>::infinity()) {  // every key masked, or every visible
-                                                        // score NaN (which stays NaN)
-    for (int64_t j = 0; j < cols; ++j)
-      y[j] = (!key_mask || key_mask[j] != 0.f) && std::isnan(x[j]) ? x[j] : 0.f;
-    return;
-  }
-  // y = exp(scale * x - mx) (masked keys: 0), summed in the same pass.
-  const float inv = 1.f / vm::exp_shifted_sum(y, x, key_mask, cols, scale, mx);
-#pragma omp simd
-  for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
-}
-}  // namespace
-
-void softmax_forward(float* out, const float* inp, int64_t rows, int64_t cols, float scale,
-                     const float* key_mask) {
-  LF_DCHECK(rows >= 0 && cols > 0, "softmax_forward: bad shape rows=", rows, " cols=", cols);
-  PhaseScope ps(Phase::elementwise);
-  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      softmax_row(out + r * cols, inp + r * cols, cols, scale, key_mask);
-  });
-}
-
-void softmax_backward(float* dinp, const float* p, const float* dout, int64_t rows, int64_t cols,
-                      float scale, bool accumulate) {
-  LF_DCHECK(rows >= 0 && cols > 0, "softmax_backward: bad shape rows=", rows, " cols=", cols);
-  PhaseScope ps(Phase::elementwise);
-  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* pr = p + r * cols;
-      const float* g = dout + r * cols;
-      float* d = dinp + r * cols;
-      float dot = 0.f;
-      for (int64_t j = 0; j < cols; ++j) dot += g[j] * pr[j];
-      if (accumulate)
-        for (int64_t j = 0; j < cols; ++j) d[j] += scale * pr[j] * (g[j] - dot);
-      else
-        for (int64_t j = 0; j < cols; ++j) d[j] = scale * pr[j] * (g[j] - dot);
-    }
-  });
-}
-
-void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
-                     uint64_t stream, int64_t first) {
-  PhaseScope ps(Phase::elementwise);
-  if (p <= 0.f) {
-    if (out != inp) std::copy(inp, inp + n, out);
-    return;
-  }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, first);
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    mask.for_range(i0, i1,
-                   [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
-  });
-}
-
-void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
-                      uint64_t stream, int64_t first, GradInto into) {
-  PhaseScope ps(Phase::elementwise);
-  const bool add = into == GradInto::add;
-  if (p <= 0.f) {
-    parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-#pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) dinp[i] = (add ? dinp[i] : 0.f) + dout[i];
-    });
-    return;
-  }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, first);
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
-      const float base = add ? dinp[i] : 0.f;
-      dinp[i] = keep ? base + dout[i] * keep_scale : base;
-    });
-  });
-}
-
-void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float p, uint64_t seed,
-                   uint64_t stream) {
-  PhaseScope ps(Phase::elementwise);
-  if (p <= 0.f) {
-    vm::to_bf16_n(out16, inp, n);
-    return;
-  }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, 0);
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
-      out16[i] = vm::bf16_round(keep ? inp[i] * keep_scale : 0.f);
-      if (g) g[i] = keep ? g[i] * keep_scale : 0.f;
-    });
-  });
-}
-
-namespace {
-void check(const EmbedDims& d, const char* what) {
-  LF_DCHECK(d.B > 0 && d.N > 0 && d.C > 0 && d.pos_offset >= 0, what, ": bad shape B=", d.B,
-            " N=", d.N, " C=", d.C, " pos_offset=", d.pos_offset);
-}
-}  // namespace
-
-void embedding_forward(float* out, const int32_t* ids, const float* word, const float* pos,
-                       const float* type, const EmbedDims& d) {
-  check(d, "embedding_forward");
-  LF_DCHECK(out && ids && word && pos && type, "embedding_forward: null pointer");
-  PhaseScope ps(Phase::elementwise);
-  const int64_t N = d.N, C = d.C, pos_offset = d.pos_offset;
-  parallel_for(0, d.B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* we = word + static_cast<int64_t>(ids[r]) * C;
-      const float* pe = pos + (r % N + pos_offset) * C;
-      float* y = out + r * C;
-      for (int64_t i = 0; i < C; ++i) y[i] = we[i] + pe[i] + type[i];
-    }
-  });
-}
-
-void embedding_backward(float* dword, float* dpos, float* dtype, const float* dout,
-                        const int32_t* ids, const EmbedDims& d) {
-  check(d, "embedding_backward");
-  LF_DCHECK(dword && dpos && dtype && dout && ids, "embedding_backward: null pointer");
-  PhaseScope ps(Phase::elementwise);
-  const int64_t B = d.B, N = d.N, C = d.C, pos_offset = d.pos_offset;
-  // Parallel over feature columns: each thread owns a slice of every row, so no races.
-  parallel_for(0, C, 64, [&](int64_t c0, int64_t c1) {
-    for (int64_t r = 0; r < B * N; ++r) {
-      const float* g = dout + r * C;
-      float* dw = dword + static_cast<int64_t>(ids[r]) * C;
-      float* dp = dpos + (r % N + pos_offset) * C;
-      for (int64_t c = c0; c < c1; ++c) {
-        dw[c] += g[c];
-        dp[c] += g[c];
-        dtype[c] += g[c];
-      }
-    }
-  });
-}
-
-double cross_entropy(float* dlogits, const float* logits, const int32_t* targets, int64_t rows,
-                     int64_t V, float grad_scale, int64_t* count) {
-  LF_DCHECK(rows >= 0 && V > 0, "cross_entropy: bad shape rows=", rows, " V=", V);
-  LF_DCHECK(rows == 0 || (logits && targets), "cross_entropy: null logits or targets");
-  PhaseScope ps(Phase::elementwise);
-  const int nt = num_threads();
-  std::vector<double> part(nt, 0.0);
-  std::vector<int64_t> part_n(nt, 0);
-  parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
-    const int t = thread_id();
-    thread_local std::vector<float> work;  // exp(x - max) when there is no dlogits to hold it
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* x = logits + r * V;
-      float* d = dlogits ? dlogits + r * V : nullptr;
-      const int32_t y = targets[r];
-      if (y < 0) {
-        if (d) std::fill(d, d + V, 0.f);
-        continue;
-      }
-      // max over the row (NaN logits are skipped here and poison the sum below).
-      const float mx = vm::masked_scaled_max(x, nullptr, V, 1.f);
-      const float xy = x[y];  // read before d (which may alias x) is written
-      float* e = d;
-      if (!e) {
-        if (work.size() < static_cast<size_t>(V)) work.resize(V);
-        e = work.data();
-      }
-      vm::masked_scaled_shift(e, x, nullptr, V, 1.f, mx);
-      vm::exp_n(e, e, V);
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < V; ++j) sum += e[j];
-      part[t] += static_cast<double>(mx) + std::log(static_cast<double>(sum)) - xy;
-      part_n[t] += 1;
-      if (d) {
-        const float s = grad_scale / sum;
-#pragma omp simd
-        for (int64_t j = 0; j < V; ++j) d[j] *= s;
-        d[y] -= grad_scale;
-      }
-    }
-  });
-  double total = 0.0;
-  int64_t counted = 0;
-  for (int t = 0; t < nt; ++t) {
-    total += part[t];
-    counted += part_n[t];
-  }
-  if (count) *count = counted;
-  return total;
 }
 
 }  // namespace lf

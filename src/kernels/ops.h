@@ -5,6 +5,7 @@
 // write an input gradient, GradInto::overwrite writes over the buffer instead (no zeroing
 // pass over memory first).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "linformer/compute_type.h"
@@ -14,6 +15,12 @@ namespace lf {
 // How a backward writes the gradient of its input: added to what the buffer holds, or
 // written over it.
 enum class GradInto { add, overwrite };
+
+// Rows per parallel_for chunk for rows of `cols` floats: about kGrainElems floats a chunk.
+constexpr int64_t kGrainElems = 1 << 14;
+inline int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(cols, 1));
+}
 
 // Sizes travel in small structs where a kernel takes three or more, so that two of them cannot
 // be swapped silently. Call sites name the fields: LinearDims{/*rows=*/R, /*in=*/D, /*out=*/F}.
