@@ -9,25 +9,9 @@
 
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
+#include "linformer/params.h"
 
 namespace lf {
-
-enum class Init { normal, zeros, ones, proj_normal, proj_mean, conv_mean };
-
-struct ParamInfo {
-  std::string name;  // Hugging Face RoBERTa name (see docs/checkpoint.md)
-  std::vector<int64_t> shape;
-  size_t offset = 0;  // into the flat parameter buffer, in floats
-  size_t numel = 0;
-  Init init = Init::normal;
-  bool decay = true;        // false for biases and LayerNorm parameters
-  bool projection = false;  // a Linformer projection (E/F or conv kernel): its own lr scale
-  // Where the next tensor may start: every tensor is 64-byte aligned in the flat buffer.
-  size_t padded_end() const { return offset + (numel + 15) / 16 * 16; }
-};
-
-// The parameter table for a config, in a fixed order.
-std::vector<ParamInfo> param_table(const Config& cfg);
 
 // A batch of token ids. mask[b*N+t] is 1 for real tokens and 0 for padding (null: all real).
 struct Batch {
@@ -169,14 +153,8 @@ class Model {
   uint16_t* bf16_params();
   void bf16_params_written();
 
-  // How inference (train = false) computes standard attention; all three give the same
-  // function (to float rounding), training is unaffected, Linformer attention ignores it.
-  //  tiled (default): per (sequence, head), one N x N score tile per thread.
-  //  streaming: the online softmax over key blocks (the FlashAttention idea), O(rows x block)
-  //    workspace whatever N is.
-  //  materialized: the textbook layout of PyTorch's and fairseq's attention, the paper's
-  //    baseline: the [B, H, N, N] probabilities of the whole batch are held at once.
-  enum class ExactAttention { tiled, streaming, materialized };
+  // How inference computes standard attention (linformer/params.h).
+  using ExactAttention = lf::ExactAttention;
   void set_exact_attention(ExactAttention how);
   ExactAttention exact_attention() const;
 

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <string>
 
-#include "linformer/config.h"
 #include "linformer/error.h"
 
 namespace lf {
@@ -49,20 +48,6 @@ void require_memory(double bytes, const std::string& what) {
   std::snprintf(need, sizeof need, "%.0f", bytes);
   fail(what, " needs ", need, " bytes (", gib(bytes), ") but this machine has ", have, " bytes (",
        gib(static_cast<double>(have)), ") of memory");
-}
-
-void check_forward_shape(const Config& c, int64_t B, int64_t N) {
-  // Generous bounds of the largest products the engine forms (floats per layer of the
-  // widest activations, the attention scores, the head's logits), in double: they cannot wrap.
-  int64_t lk = N;
-  if (c.is_linformer())
-    for (int64_t v : c.k) lk = std::max(lk, v);
-  const double rows = static_cast<double>(B) * static_cast<double>(N);
-  const double widest = static_cast<double>(
-      std::max({c.d_model, c.d_ff, c.vocab_size, c.num_classes, c.n_heads * lk}));
-  const double bound = 64.0 * rows * widest * static_cast<double>(c.n_layers + 2);
-  LF_CHECK(B > 0 && N > 0 && bound < 0x1p62, "forward: a batch of ", B, " sequences of ", N,
-           " tokens is too large for this model (about ", bound, " bytes of activations)");
 }
 
 }  // namespace lf

@@ -65,9 +65,4 @@ inline void check_positive(const char* name, double v) {
   LF_CHECK(v > 0 && std::isfinite(v), name, " must be positive and finite, got ", v);
 }
 
-struct Config;
-// Refuses (lf::Error) a forward pass of B sequences of N tokens whose activation sizes could
-// not even be counted in 64 bits; afterwards the engine's own byte count cannot wrap.
-void check_forward_shape(const Config& cfg, int64_t B, int64_t N);
-
 }  // namespace lf

@@ -7,7 +7,7 @@
 
 namespace lf {
 
-const AttentionPath& attention_path(const Config& cfg, Model::ExactAttention exact) {
+const AttentionPath& attention_path(const Config& cfg, ExactAttention exact) {
   if (!cfg.is_linformer()) return standard_path(exact);
   if (cfg.projection == Projection::max_pool) return max_pool_path();
   if (cfg.sharing == Sharing::none) return project_keys_path();

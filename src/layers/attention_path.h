@@ -14,7 +14,7 @@
 
 #include "core/buffer.h"
 #include "layers/encoder_layer.h"
-#include "linformer/model.h"
+#include "linformer/params.h"
 
 namespace lf {
 
@@ -74,6 +74,6 @@ class AttentionPath {
 
 // The path of a configuration; `exact` picks the inference variant of standard attention.
 const AttentionPath& attention_path(const Config& cfg,
-                                    Model::ExactAttention exact = Model::ExactAttention::tiled);
+                                    ExactAttention exact = ExactAttention::tiled);
 
 }  // namespace lf

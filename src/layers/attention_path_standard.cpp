@@ -1,5 +1,5 @@
 // Standard (exact) attention: keys and values are the K/V maps of every position.
-// Inference computes the same function three ways (Model::ExactAttention):
+// Inference computes the same function three ways (ExactAttention):
 //   tiled         whole-batch Q and context; one N x N score tile per thread at a time
 //   materialized  whole-batch Q and context; the [B,H,N,N] probabilities held at once
 //   streaming     per row block: online softmax over key blocks, O(rows x block) workspace
@@ -13,7 +13,7 @@ namespace lf {
 namespace {
 
 using Epi = PackedLinear::Epilogue;
-using Exact = Model::ExactAttention;
+using Exact = ExactAttention;
 
 class StandardPath final : public AttentionPath {
  public:
@@ -90,7 +90,7 @@ class StandardPath final : public AttentionPath {
 
 }  // namespace
 
-const AttentionPath& standard_path(Model::ExactAttention exact) {
+const AttentionPath& standard_path(ExactAttention exact) {
   static const StandardPath tiled(Exact::tiled), streaming(Exact::streaming),
       materialized(Exact::materialized);
   switch (exact) {

@@ -4,7 +4,7 @@
 
 namespace lf {
 
-const AttentionPath& standard_path(Model::ExactAttention exact);
+const AttentionPath& standard_path(ExactAttention exact);
 const AttentionPath& project_input_path();
 const AttentionPath& project_keys_path();
 const AttentionPath& max_pool_path();

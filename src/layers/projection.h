@@ -10,7 +10,7 @@
 #include "core/buffer.h"
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
-#include "linformer/model.h"
+#include "linformer/params.h"
 
 namespace lf {
 

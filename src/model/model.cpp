@@ -20,6 +20,22 @@ namespace lf {
 
 namespace {
 
+// Refuses (lf::Error) a forward pass of B sequences of N tokens whose activation sizes could
+// not even be counted in 64 bits; afterwards the engine's own byte count cannot wrap.
+void check_forward_shape(const Config& c, int64_t B, int64_t N) {
+  // Generous bounds of the largest products the engine forms (floats per layer of the
+  // widest activations, the attention scores, the head's logits), in double: they cannot wrap.
+  int64_t lk = N;
+  if (c.is_linformer())
+    for (int64_t v : c.k) lk = std::max(lk, v);
+  const double rows = static_cast<double>(B) * static_cast<double>(N);
+  const double widest = static_cast<double>(
+      std::max({c.d_model, c.d_ff, c.vocab_size, c.num_classes, c.n_heads * lk}));
+  const double bound = 64.0 * rows * widest * static_cast<double>(c.n_layers + 2);
+  LF_CHECK(B > 0 && N > 0 && bound < 0x1p62, "forward: a batch of ", B, " sequences of ", N,
+           " tokens is too large for this model (about ", bound, " bytes of activations)");
+}
+
 // f(linear, out, in) for the encoder's linear maps with their weight shapes [out, in]; the
 // layer list may be const or not.
 template <typename Layers, typename F>

@@ -1,5 +1,5 @@
 // Hugging Face RoBERTa and BERT folders: their config.json translated into the engine's
-// configuration (the tensors are matched by load_weights, checkpoint.cpp).
+// configuration (the tensors are matched by load_weights, model/checkpoint.cpp).
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
