@@ -119,7 +119,8 @@ void add_serve(CLI::App& app) {
                 "\"truncate\"")
       ->group("Limits");
   cmd->callback([o] {
-    o->s.precision = o->precision == "bf16" ? ComputeType::bf16 : ComputeType::f32;
+    o->s.precision = parse_compute_type(o->precision);
+    require_compute_type(o->s.precision);  // refused before the port is bound
     if (o->s.model_id.empty())
       o->s.model_id = std::filesystem::path(o->s.model).lexically_normal().filename().string();
     if (o->s.model_id.empty() || o->s.model_id == ".")

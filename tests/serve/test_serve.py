@@ -274,6 +274,31 @@ class Options(unittest.TestCase):
             s.close()
 
 
+class Precision(unittest.TestCase):
+    def test_bf16_close_to_f32_or_refused_with_the_reason(self):
+        try:
+            s = su.Server(MODEL, "--precision", "bf16")
+        except RuntimeError as e:
+            # A CPU without a bf16 matmul: refused before the port is bound, with the reason.
+            self.assertIn("bf16 needs AVX-512", str(e))
+            self.assertNotIn("listening", str(e))
+            return
+        f = su.Server(MODEL)
+        try:
+            info = json.loads(s.request("GET", "/info")[2])
+            self.assertEqual((info["precision"], info["model_dtype"]), ("bf16", "bfloat16"))
+            texts = ["good film", "a really bad plot and acting"]
+            st, v16 = s.post("/embed", {"inputs": texts})
+            st32, v32 = f.post("/embed", {"inputs": texts})
+            self.assertEqual((st, st32), (200, 200))
+            for a, b in zip(v16, v32):
+                self.assertGreater(sum(x * y for x, y in zip(a, b)), 0.99)  # unit vectors
+                self.assertNotEqual(a, b)  # bf16 products were used
+        finally:
+            s.close()
+            f.close()
+
+
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
         s = su.Server(PAIRS)
