@@ -2,7 +2,8 @@
 # Load test of `linformer serve` on loopback with wrk (Debian's wrk; scripts/setup.sh --bench):
 # throughput (inputs/s, tokens/s) and p50/p99 latency at 1, 8 and 64 concurrent clients, for
 # short texts (SST-2 dev sentences) and long ones (whole IMDB validation reviews), dynamic
-# batching against batches of one (--max-batch-requests 1), and the offline `linformer predict`
+# batching against batches of one (--max-batch-requests 1) and, at 64 clients, without batch
+# invariance (--no-batch-invariance), and the offline `linformer predict`
 # throughput on the same texts; then a soak (64 clients) that samples the server's resident
 # memory every 10 s. Results go to OUT/*.txt and one line per run to OUT/results.tsv.
 # Stages are resumable: a run whose result file exists is skipped (delete it to run it again).
@@ -138,6 +139,8 @@ for t in short long; do
   for c in 1 8 64; do
     serve_run "$t" batched "$c" "$secs"
     serve_run "$t" one-per-batch "$c" "$secs" --max-batch-requests 1
+    # What batch invariance (the default) costs where batches are largest.
+    [[ $c == 64 ]] && serve_run "$t" batched-no-invariance "$c" "$secs" --no-batch-invariance
   done
 done
 
