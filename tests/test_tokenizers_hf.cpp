@@ -218,6 +218,14 @@ TEST(HfTokenizer, MalformedFilesNameTheFileAndLineOrJsonPath) {
                      "pre_tokenizer": {"type": "BertPreTokenizer"},
                      "added_tokens": [{"id": 1, "content": ""}]})");
   EXPECT_NE(err(tj).find("added_tokens[0].content: is empty"), std::string::npos) << err(tj);
+  // A post-processor's id outside the vocabulary (found by fuzz_tokenizer: it became the
+  // separator written into every batch).
+  write_text(tj, R"({"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2},
+                     "merges": []}, "pre_tokenizer": {"type": "ByteLevel"},
+                     "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 8],
+                                        "cls": ["<s>", 0]}})");
+  EXPECT_NE(err(tj).find("the sep token's id 8 is outside its vocabulary of 3 tokens"),
+            std::string::npos) << err(tj);
   write_text(tj, "{\"model\": ");
   EXPECT_NE(err(tj).find("not valid JSON"), std::string::npos) << err(tj);
   write_text(d + "/w.txt", "[UNK]\na\n\xff\n");

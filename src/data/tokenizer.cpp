@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "data/corpus.h"
 #include "data/tokenizer_impl.h"
@@ -259,6 +260,15 @@ Tokenizer::Tokenizer(const std::string& path) : path_(path) {
     impl_ = make_sentencepiece_tokenizer(files[0]);
   }
   special_ = impl_->special;
+  // A special id given by the file (a post-processor's [token, id], an added token) must be a
+  // token of the vocabulary: framing, padding and masking write these ids into batches.
+  const int64_t n = impl_->total_vocab();
+  const std::pair<const char*, int32_t> named[] = {{"cls", special_.cls}, {"sep", special_.sep},
+                                                   {"pad", special_.pad}, {"unk", special_.unk},
+                                                   {"mask", special_.mask}};
+  for (const auto& [what, id] : named)
+    LF_CHECK(id >= -1 && id < n, "tokenizer ", path, ": the ", what, " token's id ", id,
+             " is outside its vocabulary of ", n, " tokens");
 }
 
 Tokenizer::~Tokenizer() = default;
