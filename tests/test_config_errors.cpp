@@ -8,6 +8,8 @@
 
 #include "linformer/config.h"
 #include "linformer/error.h"
+#include "linformer/finetune.h"
+#include "linformer/pretrain.h"
 #include "linformer/model.h"
 #include "test_util.h"
 
@@ -175,6 +177,30 @@ TEST(Config, ForwardRejectsTooLongSequenceAndBadIds) {
   expect_error([&] { m.forward(Batch{ids.data(), nullptr, 2, 16}, false); }, {"token id", "-1"});
   ids[5] = 36;
   EXPECT_NO_THROW(m.forward(Batch{ids.data(), nullptr, 2, 16}, false));
+}
+
+// train_args.json stores the precision by name, reads the "bf16": true|false of runs written
+// before --precision existed, and refuses a name it does not know.
+TEST(TrainArgs, PrecisionByNameAndTheOldBf16Flag) {
+  PretrainOptions p;
+  p.precision = ComputeType::bf16;
+  const nlohmann::json j = p.to_json();
+  EXPECT_EQ(j.at("precision"), "bf16");
+  EXPECT_EQ(PretrainOptions::from_json(j).precision, ComputeType::bf16);
+  nlohmann::json old = j;
+  old.erase("precision");
+  old["bf16"] = true;
+  EXPECT_EQ(PretrainOptions::from_json(old).precision, ComputeType::bf16);
+  old["bf16"] = false;
+  EXPECT_EQ(PretrainOptions::from_json(old).precision, ComputeType::f32);
+  nlohmann::json f = FinetuneOptions{}.to_json();
+  EXPECT_EQ(f.at("precision"), "f32");
+  f.erase("precision");
+  f["bf16"] = true;
+  EXPECT_EQ(FinetuneOptions::from_json(f).precision, ComputeType::bf16);
+  f["precision"] = "fp16";
+  test::expect_error([&] { FinetuneOptions::from_json(f); }, {"precision", "fp16", "f32", "bf16"},
+                     "an unknown precision");
 }
 
 }  // namespace
