@@ -18,9 +18,11 @@ void require_path(const std::string& path, const char* what, bool folder) {
 }
 
 lf::ComputeType parse_precision(const std::string& s) {
-  if (s == "f32") return lf::ComputeType::f32;
-  if (s == "bf16") return lf::ComputeType::bf16;
-  throw py::value_error("precision must be \"f32\" or \"bf16\", got \"" + s + "\"");
+  try {
+    return lf::parse_compute_type(s);
+  } catch (const lf::Error& e) {
+    throw py::value_error(e.what());
+  }
 }
 
 nlohmann::json to_json(py::handle obj) {

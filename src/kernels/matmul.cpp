@@ -45,7 +45,7 @@ const dnnl::engine& cpu_engine() {
 ComputeType parse_compute_type(const std::string& name) {
   if (name == "f32") return ComputeType::f32;
   if (name == "bf16") return ComputeType::bf16;
-  fail("precision must be f32 or bf16, got \"", name, "\"");
+  fail("precision must be \"f32\" or \"bf16\", got \"", name, "\"");
 }
 
 bool compute_type_supported(ComputeType t) {

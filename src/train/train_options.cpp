@@ -78,7 +78,8 @@ json PretrainOptions::to_json() const {
 }
 
 PretrainOptions PretrainOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"sets", json::array()}, {"precision", precision_default(j)}}).get<PretrainOptions>();
+  auto o = with_defaults(j, {{"sets", json::array()}, {"precision", precision_default(j)}})
+               .get<PretrainOptions>();
   o.optim = optim_from_json(j);
   o.optim.total_steps = o.steps;
   return o;
@@ -91,7 +92,8 @@ json FinetuneOptions::to_json() const {
 }
 
 FinetuneOptions FinetuneOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"lowercase", false}, {"precision", precision_default(j)}}).get<FinetuneOptions>();
+  auto o = with_defaults(j, {{"lowercase", false}, {"precision", precision_default(j)}})
+               .get<FinetuneOptions>();
   o.optim = optim_from_json(j);
   return o;
 }
