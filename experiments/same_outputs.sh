@@ -36,6 +36,7 @@ runs=(
   "headwise-linear|--set sharing=headwise --set projection=linear"
   "kv-mean|--set sharing=kv --set projection=mean_pool"
   "layerwise-conv|--set sharing=layerwise --set projection=conv"
+  "none-linear|--set sharing=none --set projection=linear"
   "none-max|--set sharing=none --set projection=max_pool"
   "headwise-prenorm|--set sharing=headwise --set norm=pre"
   "perlayer-k|--set sharing=headwise --set k=[8,16]"

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "linformer/config.h"
@@ -370,7 +370,7 @@ TEST(EmptyRows, ConfigKey) {
   c.attention = AttentionKind::standard;
   EXPECT_EQ(c.to_json().find("mask_empty_rows"), std::string::npos);
   test::expect_error([] { Config::from_json(R"({"mask_empty_rows": "no"})"); },
-               {"mask_empty_rows", "true or false"});
+                     {"mask_empty_rows", "true or false"});
 }
 
 // The mean-pooling head in inference: a sequence's class logits do not depend on the padding
@@ -424,7 +424,7 @@ TEST(Threads, OneVsTwoThreadsSameLossAndGradients) {
       "num_classes": 3, "position_offset": 2})");
   std::vector<NamedConfig> cases;
   for (const NamedConfig& nc : test::attention_matrix(base))
-    if (nc.name == "standard_post" || nc.name == "standard_causal" || nc.name == "none_linear" ||
+    if (nc.name == "standard" || nc.name == "standard_causal" || nc.name == "none_linear" ||
         nc.name == "headwise_conv" || nc.name == "kv_mean_pool" ||
         nc.name == "layerwise_max_pool" || nc.name == "layerwise_linear")
       cases.push_back(nc);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "layers/attention_path.h"
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
@@ -31,9 +32,9 @@ inline std::vector<ComputeType> compute_types() {
   if (compute_type_supported(ComputeType::bf16)) return {ComputeType::f32, ComputeType::bf16};
   return {ComputeType::f32};
 }
-#define LF_REQUIRE_BF16()                                                              \
-  do {                                                                                 \
-    if (!::lf::compute_type_supported(::lf::ComputeType::bf16))                        \
+#define LF_REQUIRE_BF16()                                                           \
+  do {                                                                              \
+    if (!::lf::compute_type_supported(::lf::ComputeType::bf16))                     \
       GTEST_SKIP() << "this CPU has no bf16 matmul in oneDNN (bf16 needs AVX-512)"; \
   } while (0)
 
@@ -215,32 +216,24 @@ struct NamedConfig {
 };
 inline void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
 
-// The attention-option matrix every whole-model test runs over, built on `base`:
-// standard attention (post-norm, pre-norm, causal); Linformer with every sharing x every
-// projection; and two pre-norm Linformer models with a different k per layer (`per_layer_k`,
-// whose values must divide base.max_len).
+// The attention-option matrix every whole-model test runs over, built on `base`: every
+// variant of every attention kind in the registry (attention_variants: standard attention,
+// Linformer with every sharing x every projection), standard attention pre-norm and causal,
+// and two pre-norm Linformer models with a different k per layer (`per_layer_k`, whose values
+// must divide base.max_len).
 inline std::vector<NamedConfig> attention_matrix(const Config& base,
                                                  std::vector<int64_t> per_layer_k = {8, 2}) {
   std::vector<NamedConfig> v;
+  for (const AttentionVariant& a : attention_variants(base)) v.push_back({a.name, a.cfg});
   {
     Config c = base;
     c.attention = AttentionKind::standard;
-    v.push_back({"standard_post", c});
     c.norm = NormPlacement::pre;
     v.push_back({"standard_pre", c});
     c.norm = NormPlacement::post;
     c.causal = true;
     v.push_back({"standard_causal", c});
   }
-  for (Sharing s : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
-    for (Projection p :
-         {Projection::linear, Projection::mean_pool, Projection::max_pool, Projection::conv}) {
-      Config c = base;
-      c.attention = AttentionKind::linformer;
-      c.sharing = s;
-      c.projection = p;
-      v.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
-    }
   {
     Config c = base;
     c.attention = AttentionKind::linformer;

@@ -16,7 +16,7 @@
 #include "analysis/spectrum.h"
 #include "data/corpus.h"
 #include "data/mlm_data.h"
-#include "layers/encoder_layer.h"
+#include "layers/attention_path.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -150,12 +150,14 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   const int64_t N = opt.n;
   LF_CHECK(N >= 3 && N <= cfg.max_len, "spectrum: --n must be in [3, max_len = ", cfg.max_len,
            "], got ", N);
-  const bool standard = !cfg.is_linformer();
+  const AttentionPath& kind = attention_path(cfg);
+  // Exact attention (no projection): P is n x n.
+  const bool standard = kind.projected_length(cfg, 0) == 0;
   const int64_t L = cfg.n_layers, H = cfg.n_heads, D = cfg.d_model, Dh = cfg.d_head();
   std::vector<int64_t> lks(static_cast<size_t>(L));
   // Linformer: the projected rows a sequence of N tokens forms (fewer than k when N < max_len
   // and empty rows are masked).
-  for (int64_t l = 0; l < L; ++l) lks[l] = attention_key_count(cfg, l, N);
+  for (int64_t l = 0; l < L; ++l) lks[l] = kind.key_count(cfg, l, N);
   for (int64_t l = 1; l < L; ++l)
     LF_CHECK(lks[l] == lks[0], "spectrum: layers with different k are not supported");
   const int64_t Lk = lks[0];

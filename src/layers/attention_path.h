@@ -1,7 +1,10 @@
-// How a layer turns its input into the keys and values its attention sees, and everything that
-// depends on that choice: buffers, training forward and backward, row-block inference, FLOPs.
-// One implementation per path; attention_path() is the one table from a configuration to it,
-// so the model, the activation planner and the benchmark never switch over kinds.
+// An attention kind: how a layer turns its input into the keys and values its attention sees,
+// and everything that depends on that choice: which configurations it runs and their checks,
+// the tensors it adds to the model (names, shapes, start), how many keys a query sees, its
+// own activation buffers, training forward and backward, row-block inference, FLOPs.
+// One implementation per kind; attention_kinds() is the registry, attention_path() picks a
+// configuration's entry, so the model, the planner, the limits, the benchmark, spectrum and
+// the tests never switch over kinds.
 //
 //   standard       full n x n attention (inference: tiled, streaming or materialized)
 //   project_input  Linformer with one E per layer (or per model): E diag(m) X, then K/V maps
@@ -11,6 +14,9 @@
 // Shapes: R = B*N rows; K = the layer's projected length; Lk = key_length(N, K).
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/buffer.h"
 #include "layers/encoder_layer.h"
@@ -29,17 +35,80 @@ struct KeysValues {
   const float *k = nullptr, *v = nullptr, *key_mask = nullptr;
 };
 
+// A tensor a kind adds to the model beyond the layers' linear maps (Linformer's projections E
+// and F): its checkpoint name, the projection slot it fills (`heads` blocks of [k, max_len])
+// and which of keys and values read it. A parameter-free one (mean or max pooling) has no
+// shape: it is a slot only, not in the parameter table.
+struct PathTensor {
+  std::string name;
+  std::vector<int64_t> shape;  // empty: no parameter
+  Init init = Init::normal;
+  int64_t heads = 1, k = 0;
+  bool keys = true, values = true;
+};
+
+// One configuration of a kind, for the tests' and tools' lists: a short name and the config
+// keys it sets on a base.
+struct AttentionVariant {
+  std::string name;
+  Config cfg;
+};
+
+// A kind's own activations of one layer (LayerAct::path) and backward buffers shared by the
+// layers (Layout::path): each kind defines its block type, creates it in its plans with
+// make_block and reads it back with block_of.
+struct PathBlock {
+  virtual ~PathBlock() = default;
+};
+template <class T>
+T& make_block(std::shared_ptr<PathBlock>& slot) {
+  auto b = std::make_shared<T>();
+  T& r = *b;
+  slot = std::move(b);
+  return r;
+}
+template <class T>
+T& block_of(const std::shared_ptr<PathBlock>& slot) {
+  return *static_cast<T*>(slot.get());
+}
+
 class AttentionPath {
  public:
   virtual ~AttentionPath() = default;
   virtual const char* name() const = 0;
+
+  // ---- configuration ----
+  // Whether this kind runs `cfg` (attention_path() takes the first entry that does).
+  virtual bool runs(const Config& cfg) const = 0;
+  // The entry that runs inference with exact attention `exact` (standard attention has one per
+  // ExactAttention; other kinds ignore it).
+  virtual const AttentionPath& inference_variant(ExactAttention) const { return *this; }
+  // Refuses (lf::Error, naming the key) what this kind cannot run; Config::validate calls it.
+  virtual void validate(const Config&) const {}
+  // Its configurations on `base` (appended to out), for the tests and tools that cover every
+  // kind.
+  virtual void variants(const Config& base, std::vector<AttentionVariant>& out) const = 0;
+  // The tensors it adds for layer `layer`, or with layer = -1 for the model (shared by every
+  // layer that has none of its own), in the parameter table's order.
+  virtual std::vector<PathTensor> tensors(const Config&, int64_t /*layer*/) const { return {}; }
+  // The projected length K of a layer (0: none).
+  virtual int64_t projected_length(const Config&, int64_t /*layer*/) const { return 0; }
+  // Of a layer's K, the rows a batch of length N forms (Linformer with empty rows masked
+  // forms only those whose window starts before N: the same result, less work).
+  virtual int64_t formed_rows(const Config&, int64_t K, int64_t /*N*/) const { return K; }
   // Keys each query attends to: N for exact attention, K for Linformer.
   virtual int64_t key_length(int64_t N, int64_t K) const = 0;
+  // Keys each query of layer `layer` attends to in a batch of length N.
+  int64_t key_count(const Config& cfg, int64_t layer, int64_t N) const {
+    return key_length(N, formed_rows(cfg, projected_length(cfg, layer), N));
+  }
 
   // ---- training ----
-  // Carves this path's activations of one layer into A (Q, the probabilities and the common
-  // buffers are the layer's).
+  // Carves this kind's activations of one layer into A.path (Q, the probabilities and the
+  // common buffers are the layer's).
   virtual void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const = 0;
+  // Carves the backward buffers the layers share into l.path (s.K: the largest K).
+  virtual void plan_backward(Carver&, Layout&, const Config&, const PathShape&) const {}
   // Keys and values from the attention input `in` [R,D], kept in A for backward.
   virtual KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                              const float* in) const = 0;
@@ -51,7 +120,8 @@ class AttentionPath {
                         float* din, const float* dkk, const float* dvv) const = 0;
 
   // ---- inference ----
-  // Carves the whole-batch buffers every layer reuses into A and l (scratch).
+  // Carves the whole-batch buffers every layer reuses into A (A.path, and the layer's q, ctx
+  // and probs where the kind computes the whole context) and l (scratch).
   virtual void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
                           const PathShape& s) const = 0;
   // Per-thread attention workspace of one block of `rows` query rows.
@@ -72,8 +142,12 @@ class AttentionPath {
   virtual double flops(const Config& cfg, int64_t layer, double n) const = 0;
 };
 
-// The path of a configuration; `exact` picks the inference variant of standard attention.
+// The registry: every kind, in the order attention_path() tries them.
+const std::vector<const AttentionPath*>& attention_kinds();
+// The kind of a configuration; `exact` picks the inference variant of standard attention.
 const AttentionPath& attention_path(const Config& cfg,
                                     ExactAttention exact = ExactAttention::tiled);
+// Every kind's variants on `base`, in registry order.
+std::vector<AttentionVariant> attention_variants(const Config& base);
 
 }  // namespace lf

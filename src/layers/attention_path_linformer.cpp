@@ -7,6 +7,7 @@
 //   max_pool       kp = max over windows of n/k positions of mask(X Wk^T + bk)
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/parallel.h"
 #include "kernels/ops.h"
@@ -25,6 +26,26 @@ constexpr int64_t kProjColumns = 512;
 
 void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 
+// The kinds' block of one layer.
+struct LinformerAct final : PathBlock {
+  KVMaps kv;                                 // project_keys, max_pool: the maps on every row
+  float *xpk = nullptr, *xpv = nullptr;      // project_input: projected inputs [B,K,D]
+  float *emk = nullptr, *emv = nullptr;      // project_input: E m [B,K]
+  float *ebmk = nullptr, *ebmv = nullptr;    // project_input: E diag(m) [B,K,N] (padding)
+  float* proj_scratch = nullptr;             // project_input inference: E diag(m) columns
+  float *kp = nullptr, *vp = nullptr;        // projected keys/values [B,K,D]
+  int32_t *argk = nullptr, *argv = nullptr;  // max_pool choices [B,K,D]
+  float* rows_live = nullptr;                // 1/0 per projected row [B,K]
+  const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
+};
+// Backward buffers the layers share.
+struct LinformerGrads final : PathBlock {
+  float *dk = nullptr, *dv = nullptr;      // map-then-reduce kinds: d(keys), d(values) [R,D]
+  float *dxpk = nullptr, *dxpv = nullptr;  // project_input: d(projected inputs) [B,K,D]
+  float *demk = nullptr, *demv = nullptr;  // project_input: d(E m) [B,K]
+  float* proj_scratch = nullptr;           // project_input: [B,K,N]
+};
+
 // Zeroes rows of x [B*N, C] at padded positions.
 void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
   if (!c.mask) return;
@@ -42,7 +63,7 @@ void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
 // empty rows.
 // Without padding every formed row is live (a row is formed only if its window starts before
 // N), so there is nothing to mark.
-void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
+void mark_live_rows(const LayerContext& c, const LayerParams& lp, LinformerAct& A) {
   A.row_mask = nullptr;
   if (!c.cfg->mask_empty_rows || !c.mask) return;
   const int64_t n = c.cfg->max_len, N = c.N, K = lp.K, rows = c.proj_rows(lp);
@@ -60,19 +81,106 @@ void mark_live_rows(const LayerContext& c, const LayerParams& lp, LayerAct& A) {
   if (!all || c.invariant) A.row_mask = A.rows_live;
 }
 
-// What the three paths share: attention against the K projected rows kp, vp.
+// The config keys k, sharing, projection, and the tensors they give: each layer's E (keys)
+// and F (values), one per head (sharing none), one per layer (headwise), one for keys and
+// values (kv), or one for the model (layerwise).
+std::vector<PathTensor> linformer_tensors(const Config& cfg, int64_t layer) {
+  const bool model_level = cfg.sharing == Sharing::layerwise;
+  if ((layer < 0) != model_level) return {};
+  const int64_t k = cfg.k_of(std::max<int64_t>(layer, 0));
+  const int64_t heads = cfg.sharing == Sharing::none ? cfg.n_heads : 1;
+  auto tensor = [&](const std::string& name, bool keys, bool values) {
+    PathTensor t;
+    t.name = name;
+    t.heads = heads;
+    t.k = k;
+    t.keys = keys;
+    t.values = values;
+    if (cfg.projection == Projection::mean_pool || cfg.projection == Projection::max_pool)
+      return t;  // fixed pooling: no parameter
+    if (cfg.sharing == Sharing::none) t.shape.push_back(heads);
+    if (cfg.projection == Projection::linear) {
+      t.shape.push_back(k);
+      t.shape.push_back(cfg.max_len);
+      t.init =
+          cfg.projection_init == ProjectionInit::mean_pool ? Init::proj_mean : Init::proj_normal;
+    } else {  // conv: one kernel of max_len / k taps
+      t.shape.push_back(cfg.max_len / k);
+      t.init = Init::conv_mean;
+    }
+    return t;
+  };
+  if (model_level) return {tensor("roberta.encoder.kv_proj.weight", true, true)};
+  const std::string self = "roberta.encoder.layer." + std::to_string(layer) + ".attention.self.";
+  if (cfg.sharing == Sharing::kv) return {tensor(self + "kv_proj.weight", true, true)};
+  return {tensor(self + "key_proj.weight", true, false),
+          tensor(self + "value_proj.weight", false, true)};
+}
+
+// What the three kinds share: the config keys, and attention against the K projected rows
+// kp, vp.
 class LinformerPath : public AttentionPath {
  public:
+  void validate(const Config& cfg) const override {
+    LF_CHECK(!cfg.causal,
+             "config: causal attention is impossible with Linformer: the projection E mixes all "
+             "n positions into each of the k projected keys, so every query would see future "
+             "tokens. Use attention \"standard\" for causal models.");
+    LF_CHECK(!cfg.k.empty(), "config: k must be given for linformer attention");
+    LF_CHECK(cfg.k.size() == 1 || static_cast<int64_t>(cfg.k.size()) == cfg.n_layers,
+             "config: k has ", cfg.k.size(),
+             " values; give one value or one per layer (n_layers = ", cfg.n_layers, ")");
+    for (size_t i = 0; i < cfg.k.size(); ++i) {
+      LF_CHECK(cfg.k[i] > 0 && cfg.k[i] <= cfg.max_len, "config: k[", i, "] = ", cfg.k[i],
+               " must be in [1, max_len = ", cfg.max_len, "]");
+      if (cfg.projection != Projection::linear)
+        LF_CHECK(cfg.max_len % cfg.k[i] == 0, "config: projection ", to_string(cfg.projection),
+                 " uses windows of max_len / k positions, so max_len (", cfg.max_len,
+                 ") must be divisible by k (", cfg.k[i], ")");
+    }
+    if (cfg.sharing == Sharing::layerwise)
+      for (int64_t v : cfg.k)
+        LF_CHECK(v == cfg.k[0],
+                 "config: layerwise sharing uses one projection for all layers, so k "
+                 "must be the same in every layer");
+  }
+  std::vector<PathTensor> tensors(const Config& cfg, int64_t layer) const override {
+    return linformer_tensors(cfg, layer);
+  }
+  int64_t projected_length(const Config& cfg, int64_t layer) const override {
+    return cfg.k_of(layer);
+  }
+  // With empty rows masked, the rows whose window starts at or past N are empty in every
+  // sequence of the batch, so only the first ceil(N K / max_len) are formed.
+  int64_t formed_rows(const Config& cfg, int64_t K, int64_t N) const override {
+    if (!cfg.mask_empty_rows) return K;
+    return std::min(K, (N * K + cfg.max_len - 1) / cfg.max_len);
+  }
   int64_t key_length(int64_t, int64_t K) const override { return K; }
   KeysValues saved(const LayerContext&, const LayerAct& A) const override {
-    return {A.kp, A.vp, A.row_mask};
+    const LinformerAct& b = block_of<LinformerAct>(A.path);
+    return {b.kp, b.vp, b.row_mask};
   }
   int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
     return attention_rows_work_floats(rows, d);
   }
 
  protected:
-  static void take_projected(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
+  static bool is_linformer(const Config& cfg) { return cfg.attention == AttentionKind::linformer; }
+  // Adds the configurations of `sharings` x `projections` on base to out.
+  static void add_variants(const Config& base, std::initializer_list<Sharing> sharings,
+                           std::initializer_list<Projection> projections,
+                           std::vector<AttentionVariant>& out) {
+    for (Sharing s : sharings)
+      for (Projection p : projections) {
+        Config c = base;
+        c.attention = AttentionKind::linformer;
+        c.sharing = s;
+        c.projection = p;
+        out.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
+      }
+  }
+  static void take_projected(Carver& c, LinformerAct& A, const Config& cfg, const PathShape& s) {
     A.kp = c.take<float>(s.B * s.K * cfg.d_model);
     A.vp = c.take<float>(s.B * s.K * cfg.d_model);
     A.rows_live = c.take<float>(s.B * s.K);
@@ -104,9 +212,18 @@ void scaled_bias_backward(float* db, float* dem, const float* dout, const float*
 class ProjectInputPath final : public LinformerPath {
  public:
   const char* name() const override { return "project_input"; }
+  bool runs(const Config& cfg) const override {
+    return is_linformer(cfg) && cfg.projection != Projection::max_pool &&
+           cfg.sharing != Sharing::none;
+  }
+  void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
+    add_variants(base, {Sharing::headwise, Sharing::kv, Sharing::layerwise},
+                 {Projection::linear, Projection::mean_pool, Projection::conv}, out);
+  }
 
-  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
+  void plan_train(Carver& c, LayerAct& L, const Config& cfg, const PathShape& s) const override {
     const int64_t B = s.B, K = s.K, N = s.N, D = cfg.d_model;
+    LinformerAct& A = make_block<LinformerAct>(L.path);
     A.xpk = c.take<float>(B * K * D);
     A.emk = c.take<float>(B * K);
     if (s.masked) A.ebmk = c.take<float>(B * K * N);
@@ -120,29 +237,43 @@ class ProjectInputPath final : public LinformerPath {
     take_projected(c, A, cfg, s);
   }
 
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+  void plan_backward(Carver& c, Layout& l, const Config& cfg, const PathShape& s) const override {
+    const int64_t RK = s.B * s.K, D = cfg.d_model;
+    LinformerGrads& g = make_block<LinformerGrads>(l.path);
+    g.dxpk = c.take<float>(RK * D);
+    g.demk = c.take<float>(RK);
+    if (!shared(cfg)) {
+      g.dxpv = c.take<float>(RK * D);
+      g.demv = c.take<float>(RK);
+    }
+    g.proj_scratch = c.take<float>(RK * s.N);
+  }
+
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& L,
                      const float* in) const override {
     const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
-    // bf16 training: the products read the layer input as rounded once (A.in16).
+    LinformerAct& A = block_of<LinformerAct>(L.path);
+    // bf16 training: the products read the layer input as rounded once (L.in16).
     seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision,
-                        A.in16);
+                        L.in16);
     if (lp.slot_v != lp.slot_k)
       seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision,
-                          A.in16);
+                          L.in16);
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
     linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision, c.wt(lp.k));
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
     linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision, c.wt(lp.v));
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
-    return saved(c, A);
+    return saved(c, L);
   }
 
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& LA, const float* in,
                 float* din, const float* dkk, const float* dvv) const override {
     const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
-    const Layout& L = *c.lay;
+    const LinformerAct& A = block_of<LinformerAct>(LA.path);
+    const LinformerGrads& L = block_of<LinformerGrads>(c.lay->path);
     const bool one = lp.slot_k == lp.slot_v;
     zero(L.dxpk, B * K * D);
     zero(L.demk, B * K);
@@ -162,18 +293,19 @@ class ProjectInputPath final : public LinformerPath {
     float* grads = c.grad.grads;
     const SeqProjDims sd = dims(c, lp);
     seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k), in,
-                         c.mask, sd, L.proj_scratch, c.precision, A.in16);
+                         c.mask, sd, L.proj_scratch, c.precision, LA.in16);
     P.reduce_grad(lp.slot_k, grads);
     if (!one) {
       seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v), in,
-                           c.mask, sd, L.proj_scratch, c.precision, A.in16);
+                           c.mask, sd, L.proj_scratch, c.precision, LA.in16);
       P.reduce_grad(lp.slot_v, grads);
     }
   }
 
-  void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
+  void plan_infer(Carver& c, LayerAct& L, Layout&, const Config& cfg,
                   const PathShape& s) const override {
     const int64_t B = s.B, K = s.K, D = cfg.d_model;
+    LinformerAct& A = make_block<LinformerAct>(L.path);
     A.xpk = c.take<float>(B * K * D);
     A.emk = c.take<float>(B * K);
     if (shared(cfg)) {
@@ -182,15 +314,16 @@ class ProjectInputPath final : public LinformerPath {
       A.xpv = c.take<float>(B * K * D);
       A.emv = c.take<float>(B * K);
     }
-    if (s.masked) l.proj_scratch = c.take<float>(K * std::min(s.N, kProjColumns));
+    if (s.masked) A.proj_scratch = c.take<float>(K * std::min(s.N, kProjColumns));
     take_projected(c, A, cfg, s);
   }
 
-  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
                          const float**) const override {
     const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
-    float* scratch = c.lay->proj_scratch;
+    LinformerAct& A = block_of<LinformerAct>(L.path);
+    float* scratch = A.proj_scratch;
     seq_project_forward_lowmem(A.xpk, A.emk, c.proj->E(lp.slot_k), in, c.mask, sd, scratch,
                                kProjColumns, c.precision);
     if (lp.slot_v != lp.slot_k)
@@ -201,7 +334,7 @@ class ProjectInputPath final : public LinformerPath {
     lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
-    return saved(c, A);
+    return saved(c, L);
   }
 
   double flops(const Config& cfg, int64_t layer, double n) const override {
@@ -228,34 +361,51 @@ class ProjectInputPath final : public LinformerPath {
 
 // ---- map every row, then reduce N rows to K ----
 
-// The paths that apply the K/V maps on all N rows and then reduce the keys and values to K
+// The kinds that apply the K/V maps on all N rows and then reduce the keys and values to K
 // rows: kp = reduce(in Wk^T + bk), likewise vp.
 class ReduceKeysPath : public LinformerPath {
  public:
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+  void plan_train(Carver& c, LayerAct& L, const Config& cfg, const PathShape& s) const final {
+    LinformerAct& A = make_block<LinformerAct>(L.path);
+    A.kv.take(c, cfg, s);
+    take_projected(c, A, cfg, s);
+    take_more(c, A, cfg, s);
+  }
+  void plan_backward(Carver& c, Layout& l, const Config& cfg, const PathShape& s) const final {
+    LinformerGrads& g = make_block<LinformerGrads>(l.path);
+    g.dk = c.take<float>(s.B * s.N * cfg.d_model);
+    g.dv = c.take<float>(s.B * s.N * cfg.d_model);
+  }
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& L,
                      const float* in) const final {
-    kv_maps_forward(c, lp, A, in, A.in16);
+    LinformerAct& A = block_of<LinformerAct>(L.path);
+    A.kv.forward(c, lp, in, L.in16);
     reduce(c, lp, A);
     mark_live_rows(c, lp, A);
-    return saved(c, A);
+    return saved(c, L);
   }
 
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
                 float* din, const float* dkk, const float* dvv) const final {
     const int64_t R = c.B * c.N, D = c.cfg->d_model;
-    const Layout& L = *c.lay;
-    zero(L.dK, R * D);
-    zero(L.dV, R * D);
-    reduce_backward(c, lp, A, L.dK, L.dV, dkk, dvv);
-    kv_maps_backward(c, lp, in, A.in16, din, L.dK, L.dV);
+    const LinformerGrads& g = block_of<LinformerGrads>(c.lay->path);
+    zero(g.dk, R * D);
+    zero(g.dv, R * D);
+    reduce_backward(c, lp, block_of<LinformerAct>(L.path), g.dk, g.dv, dkk, dvv);
+    KVMaps::backward(c, lp, in, L.in16, din, g.dk, g.dv);
   }
 
-  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+  void plan_infer(Carver& c, LayerAct& L, Layout&, const Config& cfg,
+                  const PathShape& s) const final {
+    plan_train(c, L, cfg, s);
+  }
+  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
                          const float**) const final {
-    kv_maps_infer(c, lp, A, in);
+    LinformerAct& A = block_of<LinformerAct>(L.path);
+    A.kv.infer(c, lp, in);
     reduce(c, lp, A);
     mark_live_rows(c, lp, A);
-    return saved(c, A);
+    return saved(c, L);
   }
 
   double flops(const Config& cfg, int64_t layer, double n) const final {
@@ -266,11 +416,13 @@ class ReduceKeysPath : public LinformerPath {
   }
 
  protected:
-  // A.kp, A.vp [B,K,D] from A.k, A.v [B,N,D].
-  virtual void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const = 0;
+  // Buffers of the reduction beyond the maps and the projected rows.
+  virtual void take_more(Carver&, LinformerAct&, const Config&, const PathShape&) const {}
+  // A.kp, A.vp [B,K,D] from A.kv [B,N,D].
+  virtual void reduce(const LayerContext& c, const LayerParams& lp, LinformerAct& A) const = 0;
   // dk, dv [B,N,D] (zeroed) from dkp, dvp [B,K,D], with the reduction's parameter gradients.
-  virtual void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
-                               float* dv, const float* dkp, const float* dvp) const = 0;
+  virtual void reduce_backward(const LayerContext& c, const LayerParams& lp, const LinformerAct& A,
+                               float* dk, float* dv, const float* dkp, const float* dvp) const = 0;
   virtual double reduce_flops(const Config& cfg, double K, double n) const = 0;
 };
 
@@ -278,33 +430,32 @@ class ReduceKeysPath : public LinformerPath {
 class ProjectKeysPath final : public ReduceKeysPath {
  public:
   const char* name() const override { return "project_keys"; }
-
-  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
-    take_kv(c, A, cfg, s);
-    take_projected(c, A, cfg, s);
+  bool runs(const Config& cfg) const override {
+    return is_linformer(cfg) && cfg.projection != Projection::max_pool &&
+           cfg.sharing == Sharing::none;
   }
-  void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
-                  const PathShape& s) const override {
-    plan_train(c, A, cfg, s);
+  void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
+    add_variants(base, {Sharing::none},
+                 {Projection::linear, Projection::mean_pool, Projection::conv}, out);
   }
 
  private:
   // Padded keys and values must not reach the projection: zero them, then kp_h = E_h k_h.
-  void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const override {
+  void reduce(const LayerContext& c, const LayerParams& lp, LinformerAct& A) const override {
     const int64_t D = c.cfg->d_model;
-    zero_padded_rows(c, A.k, D);
-    zero_padded_rows(c, A.v, D);
+    zero_padded_rows(c, A.kv.k, D);
+    zero_padded_rows(c, A.kv.v, D);
     const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*rows=*/c.proj_rows(lp)};
-    c.proj->heads_forward(lp.slot_k, A.kp, A.k, s, c.precision);
-    c.proj->heads_forward(lp.slot_v, A.vp, A.v, s, c.precision);
+    c.proj->heads_forward(lp.slot_k, A.kp, A.kv.k, s, c.precision);
+    c.proj->heads_forward(lp.slot_v, A.vp, A.kv.v, s, c.precision);
   }
-  void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
-                       float* dv, const float* dkp, const float* dvp) const override {
+  void reduce_backward(const LayerContext& c, const LayerParams& lp, const LinformerAct& A,
+                       float* dk, float* dv, const float* dkp, const float* dvp) const override {
     Projections& P = *c.proj;
     float* grads = c.grad.grads;
     const ProjShape s{/*B=*/c.B, /*N=*/c.N, /*K=*/lp.K, /*rows=*/c.proj_rows(lp)};
-    P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.k, s, c.precision);
-    P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.v, s, c.precision);
+    P.heads_backward(lp.slot_k, dk, P.dE(lp.slot_k, grads), dkp, A.kv.k, s, c.precision);
+    P.heads_backward(lp.slot_v, dv, P.dE(lp.slot_v, grads), dvp, A.kv.v, s, c.precision);
     P.reduce_grad(lp.slot_k, grads);
     P.reduce_grad(lp.slot_v, grads);
     zero_padded_rows(c, dk, c.cfg->d_model);
@@ -315,36 +466,33 @@ class ProjectKeysPath final : public ReduceKeysPath {
   }
 };
 
-// Max pooling over windows of max_len / K positions (padding excluded).
+// Max pooling over windows of max_len / K positions (padding excluded). It has no
+// parameters, whatever the sharing.
 class MaxPoolPath final : public ReduceKeysPath {
  public:
   const char* name() const override { return "max_pool"; }
-
-  void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
-    take_kv(c, A, cfg, s);
-    take_projected(c, A, cfg, s);
-    take_choices(c, A, cfg, s);
+  bool runs(const Config& cfg) const override {
+    return is_linformer(cfg) && cfg.projection == Projection::max_pool;
   }
-  void plan_infer(Carver& c, LayerAct& A, Layout&, const Config& cfg,
-                  const PathShape& s) const override {
-    take_kv(c, A, cfg, s);
-    take_choices(c, A, cfg, s);
-    take_projected(c, A, cfg, s);
+  void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
+    add_variants(base, {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise},
+                 {Projection::max_pool}, out);
   }
+  std::vector<PathTensor> tensors(const Config&, int64_t) const override { return {}; }
 
  private:
   // The positions max pooling chose, [B,K,D] each, for backward.
-  static void take_choices(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) {
+  void take_more(Carver& c, LinformerAct& A, const Config& cfg, const PathShape& s) const override {
     A.argk = c.take<int32_t>(s.B * s.K * cfg.d_model);
     A.argv = c.take<int32_t>(s.B * s.K * cfg.d_model);
   }
-  void reduce(const LayerContext& c, const LayerParams& lp, LayerAct& A) const override {
+  void reduce(const LayerContext& c, const LayerParams& lp, LinformerAct& A) const override {
     const PoolDims d = dims(c, lp);
-    max_pool_forward(A.kp, A.argk, A.k, c.mask, d);
-    max_pool_forward(A.vp, A.argv, A.v, c.mask, d);
+    max_pool_forward(A.kp, A.argk, A.kv.k, c.mask, d);
+    max_pool_forward(A.vp, A.argv, A.kv.v, c.mask, d);
   }
-  void reduce_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, float* dk,
-                       float* dv, const float* dkp, const float* dvp) const override {
+  void reduce_backward(const LayerContext& c, const LayerParams& lp, const LinformerAct& A,
+                       float* dk, float* dv, const float* dkp, const float* dvp) const override {
     const PoolDims d = dims(c, lp);
     max_pool_backward(dk, dkp, A.argk, d);
     max_pool_backward(dv, dvp, A.argv, d);

@@ -15,34 +15,49 @@ namespace {
 using Epi = PackedLinear::Epilogue;
 using Exact = ExactAttention;
 
+// The kind's block: the keys and values of every position.
+struct StandardAct final : PathBlock {
+  KVMaps kv;
+};
+
 class StandardPath final : public AttentionPath {
  public:
   explicit StandardPath(Exact exact) : exact_(exact) {}
   const char* name() const override { return "standard"; }
+  bool runs(const Config& cfg) const override { return cfg.attention == AttentionKind::standard; }
+  const AttentionPath& inference_variant(Exact exact) const override {
+    return standard_path(exact);
+  }
+  void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
+    Config c = base;
+    c.attention = AttentionKind::standard;
+    out.push_back({"standard", c});
+  }
   int64_t key_length(int64_t N, int64_t) const override { return N; }
 
   void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
-    take_kv(c, A, cfg, s);
+    make_block<StandardAct>(A.path).kv.take(c, cfg, s);
   }
 
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                      const float* in) const override {
-    kv_maps_forward(c, lp, A, in, A.in16);
+    block_of<StandardAct>(A.path).kv.forward(c, lp, in, A.in16);
     return saved(c, A);
   }
   KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
-    return {A.k, A.v, c.mask};
+    const KVMaps& kv = block_of<StandardAct>(A.path).kv;
+    return {kv.k, kv.v, c.mask};
   }
 
   void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                 float* din, const float* dkk, const float* dvv) const override {
-    kv_maps_backward(c, lp, in, A.in16, din, dkk, dvv);
+    KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
   }
 
   void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
                   const PathShape& s) const override {
     const int64_t R = s.B * s.N, D = cfg.d_model;
-    take_kv(c, A, cfg, s);
+    make_block<StandardAct>(A.path).kv.take(c, cfg, s);
     if (exact_ == Exact::streaming) return;
     A.q = c.take<float>(R * D);
     A.ctx = c.take<float>(R * D);
@@ -61,8 +76,8 @@ class StandardPath final : public AttentionPath {
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                          const float** ctx_all) const override {
     const int64_t R = c.B * c.N;
-    kv_maps_infer(c, lp, A, in);
-    const KeysValues kv{A.k, A.v, c.mask};
+    block_of<StandardAct>(A.path).kv.infer(c, lp, in);
+    const KeysValues kv = saved(c, A);
     if (exact_ != Exact::streaming) {
       // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled)
       // or all of the batch at once (materialized, into A.probs).

@@ -1,4 +1,4 @@
-// The implementations behind attention_path() (layers/attention_path.h); include only there.
+// The implementations behind the registry (layers/attention_path.h); include only there.
 #pragma once
 #include "layers/attention_path.h"
 
@@ -9,15 +9,18 @@ const AttentionPath& project_input_path();
 const AttentionPath& project_keys_path();
 const AttentionPath& max_pool_path();
 
-// The K and V maps on every row, which the standard, project_keys and max_pool paths share:
-// k = in Wk^T + bk, v = in Wv^T + bv, [R,D] each. in16: in rounded to bfloat16 (bf16
-// training) or null.
-void take_kv(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s);
-void kv_maps_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                     const uint16_t* in16);
-void kv_maps_infer(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in);
-// d(in) += dk Wk + dv Wv, with the maps' parameter gradients.
-void kv_maps_backward(const LayerContext& c, const LayerParams& lp, const float* in,
-                      const uint16_t* in16, float* din, const float* dk, const float* dv);
+// The K and V maps on every row, which the standard, project_keys and max_pool kinds share:
+// k = in Wk^T + bk, v = in Wv^T + bv, [R,D] each, in the kind's block.
+struct KVMaps {
+  float *k = nullptr, *v = nullptr;
+  void take(Carver& c, const Config& cfg, const PathShape& s);
+  // in16: in rounded to bfloat16 (bf16 training) or null.
+  void forward(const LayerContext& c, const LayerParams& lp, const float* in,
+               const uint16_t* in16) const;
+  void infer(const LayerContext& c, const LayerParams& lp, const float* in) const;
+  // d(in) += dk Wk + dv Wv, with the maps' parameter gradients.
+  static void backward(const LayerContext& c, const LayerParams& lp, const float* in,
+                       const uint16_t* in16, float* din, const float* dk, const float* dv);
+};
 
 }  // namespace lf

@@ -90,13 +90,8 @@ AttnDims LayerContext::dims(const LayerParams& lp) const {
                   /*causal=*/cfg->causal};
 }
 
-int64_t projected_rows(const Config& cfg, int64_t K, int64_t N) {
-  if (!cfg.is_linformer() || !cfg.mask_empty_rows) return K;
-  return std::min(K, (N * K + cfg.max_len - 1) / cfg.max_len);
-}
-
-int64_t attention_key_count(const Config& cfg, int64_t layer, int64_t N) {
-  return cfg.is_linformer() ? projected_rows(cfg, cfg.k_of(layer), N) : N;
+int64_t LayerContext::proj_rows(const LayerParams& lp) const {
+  return path->formed_rows(*cfg, lp.K, N);
 }
 
 void LayerContext::check(const LayerParams& lp, const float* x_in, const char* what) const {

@@ -4,6 +4,7 @@
 // is the same for every path. Activations are row-major [R = B*N, D] unless noted.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -15,6 +16,7 @@ namespace lf {
 
 class AttentionPath;
 class Projections;
+struct PathBlock;
 
 // Dropout sites, used to derive independent random streams.
 enum Site : uint64_t { kEmb = 1, kAttnProbs, kAttnOut, kFfnOut, kClsIn, kClsHidden };
@@ -39,17 +41,11 @@ struct LayerParams {
 
 // Activations of one layer. In inference all layers share one set.
 struct LayerAct {
-  float* ln1 = nullptr;                            // pre-norm: LN_attn(x) [R,D]
-  float *q = nullptr, *k = nullptr, *v = nullptr;  // [R,D]
+  float* ln1 = nullptr;     // pre-norm: LN_attn(x) [R,D]
+  float* q = nullptr;       // [R,D]
   uint16_t* q16 = nullptr;  // bf16 training: the queries [R,D] in bf16 only (q is then null)
-  float *xpk = nullptr, *xpv = nullptr;      // projected inputs [B,K,D]
-  float *emk = nullptr, *emv = nullptr;      // E m [B,K]
-  float *ebmk = nullptr, *ebmv = nullptr;    // E diag(m) [B,K,N]
-  float *kp = nullptr, *vp = nullptr;        // projected keys/values [B,K,D]
-  int32_t *argk = nullptr, *argv = nullptr;  // max-pool choices [B,K,D]
-  float* rows_live = nullptr;                // Linformer: 1/0 per projected row [B,K]
-  const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
-  float* probs = nullptr;           // [B,H,N,Lk] (training only)
+  std::shared_ptr<PathBlock> path;  // the attention kind's own buffers (attention_path.h)
+  float* probs = nullptr;           // [B,H,N,Lk] (training; materialized inference)
   uint16_t* probs16 = nullptr;      // bf16 training: the probabilities that multiply V, in bf16
   float* ctx = nullptr;             // [R,D] (null when the output map's products run in bf16:
                                     // attention then writes ctx16 only)
@@ -77,9 +73,8 @@ struct Layout {
   float* tmp = nullptr;      // [R,D]
   // Backward buffers.
   float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
-        *dq = nullptr, *dK = nullptr, *dV = nullptr, *dkk = nullptr, *dvv = nullptr,
-        *dxpk = nullptr, *dxpv = nullptr, *demk = nullptr, *demv = nullptr, *dG = nullptr,
-        *proj_scratch = nullptr;
+        *dq = nullptr, *dkk = nullptr, *dvv = nullptr, *dG = nullptr;
+  std::shared_ptr<PathBlock> path;  // the attention kind's backward buffers
   // bf16 FFN products: the FFN's hidden gradient [R,F] and output gradient [R,D], rounded
   // (dG is null then).
   uint16_t *dG16 = nullptr, *dy16 = nullptr;
@@ -116,14 +111,6 @@ struct TrainWeights {
   }
 };
 
-// Linformer: the projected rows a batch of length N forms of a layer's K. With empty rows
-// masked, the rows whose window starts at or past N are empty in every sequence of the batch,
-// so only the first ceil(N K / max_len) are formed (exactly the same result, less work).
-int64_t projected_rows(const Config& cfg, int64_t K, int64_t N);
-// Keys each query of layer `layer` attends to in a batch of length N: N for standard
-// attention, projected_rows of the layer's k for Linformer.
-int64_t attention_key_count(const Config& cfg, int64_t layer, int64_t N);
-
 // What every layer of one forward or backward pass sees.
 struct LayerContext {
   const Config* cfg = nullptr;
@@ -150,8 +137,8 @@ struct LayerContext {
   bool invariant = false;
 
   AttnDims dims(const LayerParams& lp) const;
-  // Linformer: the projected rows this batch forms, K or fewer (projected_rows).
-  int64_t proj_rows(const LayerParams& lp) const { return projected_rows(*cfg, lp.K, N); }
+  // The projected rows this batch forms of the layer's K (AttentionPath::formed_rows).
+  int64_t proj_rows(const LayerParams& lp) const;
   // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
   const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
   float scale() const;                                             // 1 / sqrt(d_head)

@@ -9,6 +9,7 @@
 
 #include "core/limits.h"
 #include "io/json_read.h"
+#include "layers/attention_path.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -135,35 +136,10 @@ void Config::validate() const {
            "config: layer_norm_eps must be positive and finite, got ", layer_norm_eps);
   LF_CHECK(init_std >= 0.f && std::isfinite(init_std),
            "config: init_std must be >= 0 and finite, got ", init_std);
-  if (is_linformer()) {
-    LF_CHECK(!causal,
-             "config: causal attention is impossible with Linformer: the projection E mixes all "
-             "n positions into each of the k projected keys, so every query would see future "
-             "tokens. Use attention \"standard\" for causal models.");
-    LF_CHECK(!k.empty(), "config: k must be given for linformer attention");
-    LF_CHECK(k.size() == 1 || static_cast<int64_t>(k.size()) == n_layers, "config: k has ",
-             k.size(), " values; give one value or one per layer (n_layers = ", n_layers, ")");
-    for (size_t i = 0; i < k.size(); ++i) {
-      LF_CHECK(k[i] > 0 && k[i] <= max_len, "config: k[", i, "] = ", k[i],
-               " must be in [1, max_len = ", max_len, "]");
-      if (projection != Projection::linear)
-        LF_CHECK(max_len % k[i] == 0, "config: projection ", to_string(projection),
-                 " uses windows of max_len / k positions, so max_len (", max_len,
-                 ") must be divisible by k (", k[i], ")");
-    }
-    if (sharing == Sharing::layerwise)
-      for (int64_t v : k)
-        LF_CHECK(v == k[0],
-                 "config: layerwise sharing uses one projection for all layers, so k "
-                 "must be the same in every layer");
-  }
+  attention_path(*this).validate(*this);  // the kind's own keys (k, sharing, projection)
   LF_CHECK(std::isfinite(projection_init_noise) && projection_init_noise >= 0.f &&
                projection_init_noise <= 100.f,
            "config: projection_init_noise must be in [0, 100], got ", projection_init_noise);
-  if (sharing == Sharing::layerwise)
-    for (int64_t v : k)
-      LF_CHECK(v == k[0], "config: layerwise sharing uses one projection for all layers, so k "
-                          "must be the same in every layer");
   // Bounded fields keep every element count far below 2^63, so this sum cannot wrap.
   const int64_t params = num_parameters();
   LF_CHECK(params <= limits::kMaxParameters, "config: ", params, " parameters exceed the limit of ",
@@ -252,7 +228,8 @@ Config from_value(const json& j) {
     if (kj.is_number_integer()) {
       c.k = {kj.get<int64_t>()};
     } else {
-      LF_CHECK(kj.is_array() && !kj.empty(), "config: 'k' must be an integer or a list of integers");
+      LF_CHECK(kj.is_array() && !kj.empty(),
+               "config: 'k' must be an integer or a list of integers");
       c.k.clear();
       for (const json& v : kj) {
         LF_CHECK(v.is_number_integer(), "config: 'k' must be an integer or a list of integers");

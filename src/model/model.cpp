@@ -26,8 +26,8 @@ void check_forward_shape(const Config& c, int64_t B, int64_t N) {
   // Generous bounds of the largest products the engine forms (floats per layer of the
   // widest activations, the attention scores, the head's logits), in double: they cannot wrap.
   int64_t lk = N;
-  if (c.is_linformer())
-    for (int64_t v : c.k) lk = std::max(lk, v);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    lk = std::max(lk, attention_path(c).projected_length(c, l));
   const double rows = static_cast<double>(B) * static_cast<double>(N);
   const double widest = static_cast<double>(
       std::max({c.d_model, c.d_ff, c.vocab_size, c.num_classes, c.n_heads * lk}));
@@ -91,9 +91,17 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
   cls_dense = lin("classifier.dense");
   cls_out = lin("classifier.out_proj");
   proj = std::make_unique<Projections>(cfg, params.data());
-  int shared_slot = -1;
-  if (cfg.is_linformer() && cfg.sharing == Sharing::layerwise)
-    shared_slot = proj->add(info("roberta.encoder.kv_proj.weight"), 1, cfg.k_of(0));
+  // The attention kind's tensors fill projection slots: a layer's own, else the model's.
+  const AttentionPath& kind = attention_path(cfg);
+  auto bind_slots = [&](LayerParams& L, const std::vector<PathTensor>& ts) {
+    for (const PathTensor& t : ts) {
+      const int slot = proj->add(info(t.name), t.heads, t.k);
+      if (t.keys) L.slot_k = slot;
+      if (t.values) L.slot_v = slot;
+    }
+  };
+  LayerParams model_slots;
+  bind_slots(model_slots, kind.tensors(cfg, -1));
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "roberta.encoder.layer." + std::to_string(l) + ".";
     LayerParams L;
@@ -105,26 +113,10 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
     L.inter = lin(p + "intermediate.dense");
     L.out = lin(p + "output.dense");
     L.ln_out = norm(p + "output.LayerNorm");
-    if (cfg.is_linformer()) {
-      L.K = cfg.k_of(l);
-      const std::string self = p + "attention.self.";
-      switch (cfg.sharing) {
-        case Sharing::none:
-          L.slot_k = proj->add(info(self + "key_proj.weight"), cfg.n_heads, L.K);
-          L.slot_v = proj->add(info(self + "value_proj.weight"), cfg.n_heads, L.K);
-          break;
-        case Sharing::headwise:
-          L.slot_k = proj->add(info(self + "key_proj.weight"), 1, L.K);
-          L.slot_v = proj->add(info(self + "value_proj.weight"), 1, L.K);
-          break;
-        case Sharing::kv:
-          L.slot_k = L.slot_v = proj->add(info(self + "kv_proj.weight"), 1, L.K);
-          break;
-        case Sharing::layerwise:
-          L.slot_k = L.slot_v = shared_slot;
-          break;
-      }
-    }
+    L.K = kind.projected_length(cfg, l);
+    L.slot_k = model_slots.slot_k;
+    L.slot_v = model_slots.slot_v;
+    bind_slots(L, kind.tensors(cfg, l));
     layers.push_back(std::move(L));
   }
 }
@@ -425,7 +417,7 @@ int64_t Model::attention_keys(int64_t layer) const {
   const Config& cfg = impl_->cfg;
   LF_CHECK(layer >= 0 && layer < cfg.n_layers, "attention_keys: layer ", layer, " out of range");
   LF_CHECK(impl_->N > 0, "attention_keys: run forward first");
-  return attention_key_count(cfg, layer, impl_->N);
+  return attention_path(cfg).key_count(cfg, layer, impl_->N);
 }
 double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
                        int64_t denominator) {

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "layers/attention_path.h"
 #include "linformer/model.h"
 
 namespace lf {
@@ -29,22 +30,14 @@ struct TableBuilder {
     add(prefix + ".weight", {c}, Init::ones, false);
     add(prefix + ".bias", {c}, Init::zeros, false);
   }
-  // One Linformer projection tensor: `heads` (0: no head axis) x k x n, or conv kernels.
-  void projection(const std::string& name, const Config& c, int64_t heads, int64_t k) {
-    if (c.projection == Projection::mean_pool || c.projection == Projection::max_pool) return;
-    std::vector<int64_t> shape;
-    if (heads > 0) shape.push_back(heads);
-    if (c.projection == Projection::linear) {
-      shape.push_back(k);
-      shape.push_back(c.max_len);
-      add(name, shape,
-          c.projection_init == ProjectionInit::mean_pool ? Init::proj_mean : Init::proj_normal,
-          true);
-    } else {
-      shape.push_back(c.max_len / k);
-      add(name, shape, Init::conv_mean, true);
+  // The tensors an attention kind adds (Linformer's projections); a parameter-free one adds
+  // nothing.
+  void kind_tensors(const std::vector<PathTensor>& ts) {
+    for (const PathTensor& t : ts) {
+      if (t.shape.empty()) continue;
+      add(t.name, t.shape, t.init, true);
+      this->t.back().projection = true;
     }
-    t.back().projection = true;
   }
 };
 
@@ -58,31 +51,14 @@ std::vector<ParamInfo> build_table(const Config& c) {
   b.add("roberta.embeddings.token_type_embeddings.weight", {c.type_vocab_size, D}, Init::normal,
         true);
   b.layernorm("roberta.embeddings.LayerNorm", D);
-  if (c.is_linformer() && c.sharing == Sharing::layerwise)
-    b.projection("roberta.encoder.kv_proj.weight", c, 0, c.k_of(0));
+  const AttentionPath& kind = attention_path(c);
+  b.kind_tensors(kind.tensors(c, -1));
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "roberta.encoder.layer." + std::to_string(l) + ".";
     b.linear(p + "attention.self.query", D, D);
     b.linear(p + "attention.self.key", D, D);
     b.linear(p + "attention.self.value", D, D);
-    if (c.is_linformer()) {
-      const int64_t k = c.k_of(l);
-      switch (c.sharing) {
-        case Sharing::none:
-          b.projection(p + "attention.self.key_proj.weight", c, c.n_heads, k);
-          b.projection(p + "attention.self.value_proj.weight", c, c.n_heads, k);
-          break;
-        case Sharing::headwise:
-          b.projection(p + "attention.self.key_proj.weight", c, 0, k);
-          b.projection(p + "attention.self.value_proj.weight", c, 0, k);
-          break;
-        case Sharing::kv:
-          b.projection(p + "attention.self.kv_proj.weight", c, 0, k);
-          break;
-        case Sharing::layerwise:
-          break;
-      }
-    }
+    b.kind_tensors(kind.tensors(c, l));
     b.linear(p + "attention.output.dense", D, D);
     b.layernorm(p + "attention.output.LayerNorm", D);
     b.linear(p + "intermediate.dense", c.d_ff, D);

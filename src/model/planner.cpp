@@ -61,7 +61,7 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     // (attention_forward_tiles), backward recomputing them; its dims as layer_forward's.
     const AttnDims ad{/*B=*/B,
                       /*N=*/N,
-                      /*Lk=*/ap.key_length(N, projected_rows(cfg, K, N)),
+                      /*Lk=*/ap.key_length(N, ap.formed_rows(cfg, K, N)),
                       /*D=*/D,
                       /*H=*/H,
                       /*Dh=*/cfg.d_head(),
@@ -116,21 +116,15 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
     Lo.dctx = c.take<float>(R * D);
   }
   Lo.dq = c.take<float>(R * D);
-  Lo.dK = c.take<float>(R * D);
-  Lo.dV = c.take<float>(R * D);
   Lo.dkk = c.take<float>(RKD);
   Lo.dvv = c.take<float>(RKD);
-  Lo.dxpk = c.take<float>(RK * D);
-  Lo.dxpv = c.take<float>(RK * D);
-  Lo.demk = c.take<float>(RK);
-  Lo.demv = c.take<float>(RK);
+  ap.plan_backward(c, Lo, cfg, PathShape{B, N, maxK, masked});
   if (ffn_bf16_only(R)) {
     Lo.dG16 = c.take<uint16_t>(R * F);
     Lo.dy16 = c.take<uint16_t>(R * D);
   } else {
     Lo.dG = c.take<float>(R * F);
   }
-  Lo.proj_scratch = c.take<float>(B * maxK * N);
   out = std::move(Lo);
   return c.bytes;
 }
