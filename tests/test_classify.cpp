@@ -38,6 +38,18 @@ std::vector<std::string> rows(const ClassifyData& d) {
 }
 using Rows = std::vector<std::string>;
 
+// Writes `text` as `path` and reads it back, which must give a file of sentence pairs in
+// `format` whose examples are `expected`.
+ClassifyData read_pairs(const std::string& path, const std::string& text, const char* format,
+                        const Rows& expected) {
+  write_text(path, text);
+  ClassifyData d = read_classify_data(path);
+  EXPECT_EQ(d.format, format) << path;
+  EXPECT_TRUE(d.pairs) << path;
+  EXPECT_EQ(rows(d), expected) << path;
+  return d;
+}
+
 ReadOptions skip_opts() {
   ReadOptions o;
   o.bad_rows = BadRows::skip;
@@ -69,42 +81,34 @@ TEST(ClassifyRead, Sst2EitherColumnOrderAndCrlf) {
 
 TEST(ClassifyRead, QnliPairsLabelsAndIds) {
   const std::string dir = test::temp_dir("qnli");
-  write_text(dir + "/dev.tsv",
-             "index\tquestion\tsentence\tlabel\n"
-             "0\tWhat is it?\tIt is a cat.\tentailment\n"
-             "1\tWho came?\tNobody knows where.\tnot_entailment\n");
-  const ClassifyData d = read_classify_data(dir + "/dev.tsv");
-  EXPECT_EQ(d.format, "qnli");
-  EXPECT_TRUE(d.pairs);
-  EXPECT_EQ(rows(d), (Rows{"What is it?|It is a cat.|entailment|0",
-                           "Who came?|Nobody knows where.|not_entailment|1"}));
+  const ClassifyData d = read_pairs(
+      dir + "/dev.tsv",
+      "index\tquestion\tsentence\tlabel\n"
+      "0\tWhat is it?\tIt is a cat.\tentailment\n"
+      "1\tWho came?\tNobody knows where.\tnot_entailment\n",
+      "qnli",
+      {"What is it?|It is a cat.|entailment|0", "Who came?|Nobody knows where.|not_entailment|1"});
   const LabelMap m = build_label_map(d);
   EXPECT_EQ(m.names, (std::vector<std::string>{"entailment", "not_entailment"}));
   EXPECT_EQ(m.positive, 1);
   // Column order does not matter.
-  write_text(dir + "/shuffled.tsv", "label\tsentence\tindex\tquestion\nentailment\tB.\t7\tA?\n");
-  const ClassifyData s = read_classify_data(dir + "/shuffled.tsv");
-  EXPECT_EQ(s.format, "qnli");
-  EXPECT_EQ(rows(s), (Rows{"A?|B.|entailment|7"}));
+  read_pairs(dir + "/shuffled.tsv", "label\tsentence\tindex\tquestion\nentailment\tB.\t7\tA?\n",
+             "qnli", {"A?|B.|entailment|7"});
 }
 
 TEST(ClassifyRead, QqpTrainAndUnlabelledTestFile) {
   const std::string dir = test::temp_dir("qqp");
-  write_text(dir + "/train.tsv",
-             "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
-             "5\t1\t2\tHow do I cook rice?\tHow to cook rice?\t1\n"
-             "6\t3\t4\tWhat is AI?\tWhere is Rome?\t0\n");
-  const ClassifyData d = read_classify_data(dir + "/train.tsv");
-  EXPECT_EQ(d.format, "qqp");
-  EXPECT_TRUE(d.pairs);
-  EXPECT_EQ(rows(d), (Rows{"How do I cook rice?|How to cook rice?|duplicate|5",
-                           "What is AI?|Where is Rome?|not_duplicate|6"}));
+  const ClassifyData d = read_pairs(dir + "/train.tsv",
+                                    "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                                    "5\t1\t2\tHow do I cook rice?\tHow to cook rice?\t1\n"
+                                    "6\t3\t4\tWhat is AI?\tWhere is Rome?\t0\n",
+                                    "qqp",
+                                    {"How do I cook rice?|How to cook rice?|duplicate|5",
+                                     "What is AI?|Where is Rome?|not_duplicate|6"});
   EXPECT_EQ(build_label_map(d).names, (std::vector<std::string>{"not_duplicate", "duplicate"}));
-  write_text(dir + "/test.tsv", "id\tquestion1\tquestion2\n9\tA?\tB?\n");
-  const ClassifyData t = read_classify_data(dir + "/test.tsv");
-  EXPECT_EQ(t.format, "qqp");
+  const ClassifyData t =
+      read_pairs(dir + "/test.tsv", "id\tquestion1\tquestion2\n9\tA?\tB?\n", "qqp", {"A?|B?||9"});
   EXPECT_FALSE(t.labelled);
-  EXPECT_EQ(rows(t), (Rows{"A?|B?||9"}));
   ReadOptions need;
   need.require_labels = true;
   EXPECT_ERROR_MENTIONS(read_classify_data(dir + "/test.tsv", need), "no label column");

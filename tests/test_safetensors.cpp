@@ -58,10 +58,16 @@ void expect_rejected(const TempDir& tmp, const std::string& bytes, const std::st
   }
 }
 
-// A well-formed single-tensor header for an F32 tensor of `shape` over [begin, end).
-std::string f32_header(const std::string& shape, uint64_t begin, uint64_t end) {
-  return "{\"t\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" +
+// A single-tensor header for a tensor "t" of `dtype` and `shape` (JSON text, as given) over
+// [begin, end).
+std::string tensor_header(const std::string& dtype, const std::string& shape, uint64_t begin,
+                          uint64_t end) {
+  return "{\"t\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
          std::to_string(begin) + "," + std::to_string(end) + "]}}";
+}
+
+std::string f32_header(const std::string& shape, uint64_t begin, uint64_t end) {
+  return tensor_header("F32", shape, begin, end);
 }
 
 }  // namespace
@@ -412,17 +418,11 @@ TEST(SafeTensorsMalformedTest, EntryShape) {
                   "missing 'data_offsets'");
   expect_rejected(tmp, make_file("{\"t\":{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}}", d),
                   "'dtype' must be a string");
-  expect_rejected(tmp,
-                  make_file("{\"t\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", d),
-                  "'shape' must be an array");
+  expect_rejected(tmp, make_file(f32_header("2", 0, 8), d), "'shape' must be an array");
   expect_rejected(tmp, make_file(f32_header("[2.0]", 0, 8), d), "not an integer");
   expect_rejected(tmp, make_file(f32_header("[\"2\"]", 0, 8), d), "not an integer");
-  expect_rejected(tmp,
-                  make_file("{\"t\":{\"dtype\":\"F8\",\"shape\":[2],\"data_offsets\":[0,8]}}", d),
-                  "unknown dtype 'F8'");
-  expect_rejected(tmp,
-                  make_file("{\"t\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d),
-                  "unknown dtype");
+  expect_rejected(tmp, make_file(tensor_header("F8", "[2]", 0, 8), d), "unknown dtype 'F8'");
+  expect_rejected(tmp, make_file(tensor_header("f32", "[2]", 0, 8), d), "unknown dtype");
   expect_rejected(tmp, make_file(f32_header("[-2]", 0, 8), d), "negative dimension");
   expect_rejected(tmp, make_file(f32_header("[2, -1]", 0, 8), d), "negative dimension");
 }
@@ -433,13 +433,10 @@ TEST(SafeTensorsMalformedTest, DataOffsets) {
   auto with_offsets = [](const std::string& offsets) {
     return "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + offsets + "}}";
   };
-  const std::string phrase = "data_offsets must be two non-negative integers";
-  expect_rejected(tmp, make_file(with_offsets("[0]"), d), phrase);
-  expect_rejected(tmp, make_file(with_offsets("[0, 8, 16]"), d), phrase);
-  expect_rejected(tmp, make_file(with_offsets("[\"0\", 8]"), d), phrase);
-  expect_rejected(tmp, make_file(with_offsets("[-8, 0]"), d), phrase);
-  expect_rejected(tmp, make_file(with_offsets("[0, 8.0]"), d), phrase);
-  expect_rejected(tmp, make_file(with_offsets("{\"a\": 0}"), d), phrase);
+  for (const char* offsets :
+       {"[0]", "[0, 8, 16]", "[\"0\", 8]", "[-8, 0]", "[0, 8.0]", "{\"a\": 0}"})
+    expect_rejected(tmp, make_file(with_offsets(offsets), d),
+                    "data_offsets must be two non-negative integers");
   expect_rejected(tmp, make_file(with_offsets("[8, 0]"), d), "begin 8 > end 0");
   expect_rejected(tmp, make_file(with_offsets("[16, 24]"), d), "beyond the data buffer");
   expect_rejected(tmp, make_file(with_offsets("[0, 18446744073709551615]"), d),
@@ -450,11 +447,9 @@ TEST(SafeTensorsMalformedTest, ByteSizeMismatch) {
   TempDir tmp;
   const std::string d(16, '\0');
   expect_rejected(tmp, make_file(f32_header("[3]", 0, 8), d), "does not match shape [3]");
-  expect_rejected(tmp, make_file(f32_header("[1]", 0, 16), d), "does not match");
-  expect_rejected(tmp, make_file(f32_header("[]", 0, 0), d), "does not match");
-  expect_rejected(tmp,
-                  make_file("{\"t\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,8]}}", d),
-                  "does not match");
+  for (const std::string& header :
+       {f32_header("[1]", 0, 16), f32_header("[]", 0, 0), tensor_header("I64", "[2]", 0, 8)})
+    expect_rejected(tmp, make_file(header, d), "does not match");
 }
 
 TEST(SafeTensorsMalformedTest, SizeOverflowGuarded) {

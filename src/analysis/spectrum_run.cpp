@@ -65,6 +65,16 @@ std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
   return m;
 }
 
+// What both reports say of the run: the attention, n, the sequences and the check of P.
+json run_json(const SpectrumResult& r) {
+  json j;
+  j["attention"] = r.attention;
+  j["n"] = r.n;
+  j["sequences"] = r.sequences;
+  j["probs_check_max_abs_diff"] = r.probs_check;
+  return j;
+}
+
 }  // namespace
 
 void AttentionInputs::layer_input(int64_t layer, const float*, const float* attn_in, int64_t rows,
@@ -74,15 +84,12 @@ void AttentionInputs::layer_input(int64_t layer, const float*, const float* attn
 }
 
 json SpectrumResult::spectrum_json() const {
-  json j;
-  j["attention"] = attention;
+  json j = run_json(*this);
   j["layers"] = layers;
   j["heads"] = heads;
-  j["n"] = n;
   j["lk"] = lk;
   j["rank"] = rank;
   j["k_ref"] = k_ref;
-  j["sequences"] = sequences;
   j["sequence_ids"] = sequence_ids;
   j["share_first_k_ref"] = share;
   j["layer_share_first_k_ref"] = layer_share;
@@ -96,16 +103,12 @@ json SpectrumResult::spectrum_json() const {
     at[std::to_string(m)] = v;
   }
   j["layer_share_first_m"] = at;
-  j["probs_check_max_abs_diff"] = probs_check;
   j["seconds"] = seconds;
   return j;
 }
 
 json SpectrumResult::lowrank_json() const {
-  json j;
-  j["attention"] = attention;
-  j["n"] = n;
-  j["sequences"] = sequences;
+  json j = run_json(*this);
   j["ks"] = ks;
   j["value_vectors"] = "real: V = (attention input) W_v^T + b_v of each head";
   j["jl"] = "R in R^{k x n}, entries N(0, 1/k), one independent R per matrix and k";
@@ -117,7 +120,6 @@ json SpectrumResult::lowrank_json() const {
                     {"jl_error", jl_error},
                     {"jl_error_sd", jl_error_sd},
                     {"rank_k_error_P", svd_p_error}};
-  j["probs_check_max_abs_diff"] = probs_check;
   return j;
 }
 

@@ -124,12 +124,17 @@ void run(const Product& p, const void* a, const void* b, void* c, const float* b
   strm.wait();
 }
 
-// The primitive for a shape, built on first use; one cache per thread (primitives are not
-// shared between threads that may run them at once).
-const Product& plain_product(const ProductKey& k) {
-  thread_local std::map<ProductKey, Product> cache;
-  auto it = cache.find(k);
-  if (it != cache.end()) return it->second;
+// What build(key) returns, built on first use; one cache per thread (primitives are not shared
+// between threads that may run them at once) and per build function.
+template <typename Key, Product (*build)(const Key&)>
+const Product& cached(const Key& key) {
+  thread_local std::map<Key, Product> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, build(key)).first;
+  return it->second;
+}
+
+Product build_plain_product(const ProductKey& k) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   const dt in = k.bf16 ? dt::bf16 : dt::f32;
@@ -139,7 +144,12 @@ const Product& plain_product(const ProductKey& k) {
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   const dnnl::memory::desc bias =
       k.with_bias ? dnnl::memory::desc({1, k.N}, dt::f32, dims{k.N, 1}) : dnnl::memory::desc();
-  return cache.emplace(k, make_product(a, b, c, k.alpha, k.beta, bias)).first->second;
+  return make_product(a, b, c, k.alpha, k.beta, bias);
+}
+
+// The primitive for a shape, cached.
+const Product& plain_product(const ProductKey& k) {
+  return cached<ProductKey, build_plain_product>(k);
 }
 
 // C = alpha op(A) op(B) (+ bias) + beta C with bf16 inputs through a cached oneDNN matmul
@@ -234,10 +244,7 @@ int64_t span(int64_t nb, int64_t nh, int64_t rows, int64_t cols, BatchLayout l) 
   return (l.sb ? nb - 1 : 0) * l.sb + (l.sh ? nh - 1 : 0) * l.sh + (rows - 1) * l.ld + cols;
 }
 
-const Product& batched_product(const BatchedKey& key) {
-  thread_local std::map<BatchedKey, Product> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+Product build_batched_product(const BatchedKey& key) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   const auto [bf16, nb, nh, ta, tb, M, N, K, alpha, beta, st, out16] = key;
@@ -255,7 +262,12 @@ const Product& batched_product(const BatchedKey& key) {
   const auto a = desc(M, K, st[0], st[1], st[2], ta, in);
   const auto b = desc(K, N, st[3], st[4], st[5], tb, in);
   const auto c = desc(M, N, st[6], st[7], st[8], false, out16 ? dt::bf16 : dt::f32);
-  return cache.emplace(key, make_product(a, b, c, alpha, beta)).first->second;
+  return make_product(a, b, c, alpha, beta);
+}
+
+// The primitive for a batched shape, cached.
+const Product& batched_product(const BatchedKey& key) {
+  return cached<BatchedKey, build_batched_product>(key);
 }
 
 }  // namespace

@@ -204,16 +204,9 @@ Fixture make_fixture(const std::string& dir, float dropout) {
   TokenizerTrainOptions to;
   to.vocab_size = 100;
   Tokenizer::train({f.corpus}, f.tok, to);
-  Config cfg;
-  cfg.max_len = 64;
-  cfg.d_model = 32;
-  cfg.n_heads = 4;
-  cfg.d_ff = 64;
-  cfg.n_layers = 3;
-  cfg.attention = AttentionKind::linformer;
-  cfg.k = {16};
-  cfg.dropout = dropout;
-  cfg.attention_dropout = dropout;
+  Config cfg = Config::from_json(R"({"max_len": 64, "d_model": 32, "n_heads": 4, "d_ff": 64,
+      "n_layers": 3, "attention": "linformer", "k": 16})");
+  cfg.dropout = cfg.attention_dropout = dropout;
   cfg.save(f.config);
   return f;
 }
