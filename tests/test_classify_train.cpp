@@ -42,7 +42,8 @@ std::vector<int32_t> random_seq(int64_t len, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> s(len);
   s[0] = Tokenizer::kCls;
   for (int64_t t = 1; t + 1 < len; ++t)
-    s[t] = static_cast<int32_t>(Tokenizer::kNumSpecial + rng_bits(seed, 5, t) % (vocab - Tokenizer::kNumSpecial));
+    s[t] = static_cast<int32_t>(Tokenizer::kNumSpecial +
+                                rng_bits(seed, 5, t) % (vocab - Tokenizer::kNumSpecial));
   s[len - 1] = Tokenizer::kSep;
   return s;
 }
@@ -102,8 +103,8 @@ INSTANTIATE_TEST_SUITE_P(Attention, ClassifyPredict,
 
 // Sentences of filler words with exactly one of "good" / "bad": the label.
 std::string separable_tsv(int n, uint64_t seed, bool crlf) {
-  static const std::vector<std::string> filler = {"the", "movie", "was", "very", "and", "plot",
-                                                  "it", "acting", "film", "really"};
+  static const std::vector<std::string> filler = {"the",  "movie", "was",    "very", "and",
+                                                  "plot", "it",    "acting", "film", "really"};
   std::string s = std::string("label\tsentence") + (crlf ? "\r\n" : "\n");
   for (int i = 0; i < n; ++i) {
     const int y = static_cast<int>(rng_bits(seed, 1, i) % 2);
@@ -111,8 +112,8 @@ std::string separable_tsv(int n, uint64_t seed, bool crlf) {
     const int at = static_cast<int>(rng_bits(seed, 3, i) % (len + 1));
     std::string text;
     for (int w = 0; w <= len; ++w) {
-      const std::string word = w == at ? (y ? "good" : "bad")
-                                       : filler[rng_bits(seed, 4, i * 16 + w) % filler.size()];
+      const std::string word =
+          w == at ? (y ? "good" : "bad") : filler[rng_bits(seed, 4, i * 16 + w) % filler.size()];
       text += (text.empty() ? "" : " ") + word;
     }
     s += std::to_string(y) + "\t" + text + (crlf ? "\r\n" : "\n");
@@ -125,8 +126,8 @@ FinetuneOptions tiny_run(const std::string& dir, const std::string& out) {
   o.train = dir + "/train.tsv";
   o.dev = dir + "/dev.tsv";
   o.out = out;
-  o.sets = {"d_model=32", "n_heads=2", "d_ff=64", "n_layers=2", "max_len=32", "k=8",
-            "sharing=kv", "dropout=0", "attention_dropout=0"};
+  o.sets = {"d_model=32", "n_heads=2",  "d_ff=64",   "n_layers=2",         "max_len=32",
+            "k=8",        "sharing=kv", "dropout=0", "attention_dropout=0"};
   o.vocab_size = 40;
   o.batch_size = 16;
   o.epochs = 12;
@@ -166,7 +167,8 @@ class ClassifyTrain : public ::testing::Test {
     threads_ = omp_get_max_threads();
     omp_set_num_threads(1);
     // One folder per process: ctest runs the tests of this suite in parallel processes.
-    dir_ = (fs::temp_directory_path() / ("lf_test_ClassifyTrain_" + std::to_string(getpid()))).string();
+    dir_ = (fs::temp_directory_path() / ("lf_test_ClassifyTrain_" + std::to_string(getpid())))
+               .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     write_text(dir_ + "/train.tsv", separable_tsv(320, 11, true));
@@ -182,10 +184,10 @@ TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
   EXPECT_EQ(result_.best_metric, 1.0) << "best dev accuracy " << result_.best_metric;
   EXPECT_EQ(result_.steps_done, result_.total_steps);
   EXPECT_EQ(result_.total_steps, 20 * 12);
-  for (const char* f : {"best/config.json", "best/model.safetensors", "best/tokenizer.model",
-                        "best/labels.json", "best/eval.json", "model/model.safetensors",
-                        "labels.json", "train_args.json", "metrics.jsonl", "loss.svg",
-                        "checkpoints/latest"})
+  for (const char* f :
+       {"best/config.json", "best/model.safetensors", "best/tokenizer.model", "best/labels.json",
+        "best/eval.json", "model/model.safetensors", "labels.json", "train_args.json",
+        "metrics.jsonl", "loss.svg", "checkpoints/latest"})
     EXPECT_TRUE(fs::exists(dir_ + "/run/" + f)) << f;
   // The saved best model reproduces its dev accuracy and names its labels.
   ClassifierBundle cb = load_classifier(dir_ + "/run/best", true);
@@ -260,7 +262,7 @@ TEST_F(ClassifyTrain, Bf16RunsCloseToF32AndResumesInBf16) {
   ASSERT_GE(f.size(), 6u);
   EXPECT_NE(f, b) << "--bf16 changed nothing: no product ran in bf16";
   for (size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(b[i][1], f[i][1], 0.05 * f[i][1] + 0.02) << i;
-  EXPECT_TRUE(json::parse(std::ifstream(dir_ + "/bf16/train_args.json"))["bf16"].get<bool>());
+  EXPECT_EQ(json::parse(std::ifstream(dir_ + "/bf16/train_args.json"))["precision"], "bf16");
   // Stopped and resumed, the run stays in bf16: its losses are the uninterrupted bf16 run's.
   run("bf16-resumed", true, 12);
   FinetuneOptions r;
@@ -272,8 +274,9 @@ TEST_F(ClassifyTrain, Bf16RunsCloseToF32AndResumesInBf16) {
 
 TEST_F(ClassifyTrain, InitFromPretrainedFolderReinitialisesClassifier) {
   // The finetuned folder serves as a "pretrained" model for a 3-class task.
-  write_text(dir_ + "/three.tsv", "text\tlabel\ngood film\ta\nbad film\tb\nthe plot\tc\n"
-                                  "good plot\ta\nbad plot\tb\nthe film\tc\n");
+  write_text(dir_ + "/three.tsv",
+             "text\tlabel\ngood film\ta\nbad film\tb\nthe plot\tc\n"
+             "good plot\ta\nbad plot\tb\nthe film\tc\n");
   FinetuneOptions o;
   o.train = dir_ + "/three.tsv";
   o.out = dir_ + "/three";
@@ -343,7 +346,8 @@ TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
   while (std::getline(lines, line)) {
     const json p = json::parse(line);
     labels.push_back(p["label"]);
-    EXPECT_NEAR(p["probs"]["negative"].get<double>() + p["probs"]["positive"].get<double>(), 1.0, 1e-5);
+    EXPECT_NEAR(p["probs"]["negative"].get<double>() + p["probs"]["positive"].get<double>(), 1.0,
+                1e-5);
   }
   EXPECT_EQ(labels, (std::vector<std::string>{"positive", "negative", "positive"}));
   // predict from a TSV file with an id column.

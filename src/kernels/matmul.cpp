@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -30,6 +32,11 @@ void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_
                });
 }
 
+void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
+  parallel_for(0, n, 16384,
+               [&](int64_t i0, int64_t i1) { vm::from_bf16_n(dst + i0, src + i0, i1 - i0); });
+}
+
 const uint16_t* round_bf16(uint16_t* dst, const float* src, int64_t n) {
   PhaseScope ps(Phase::matmul);
   parallel_for(0, n, 16384,
@@ -48,9 +55,9 @@ ComputeType parse_compute_type(const std::string& name) {
   fail("precision must be \"f32\" or \"bf16\", got \"", name, "\"");
 }
 
-bool compute_type_supported(ComputeType t) {
-  if (t == ComputeType::f32) return true;
-  // Asked once: can oneDNN build a bf16 x bf16 -> f32 matmul here?
+namespace {
+// Asked once: can oneDNN build a bf16 x bf16 -> f32 matmul here?
+bool native_bf16() {
   static const bool bf16 = [] {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -64,6 +71,19 @@ bool compute_type_supported(ComputeType t) {
     }
   }();
   return bf16;
+}
+}  // namespace
+
+bool bf16_emulated() {
+  static const bool on = [] {
+    const char* e = std::getenv("LINFORMER_EMULATE_BF16");
+    return e && *e && std::string(e) != "0" && !native_bf16();
+  }();
+  return on;
+}
+
+bool compute_type_supported(ComputeType t) {
+  return t == ComputeType::f32 || native_bf16() || bf16_emulated();
 }
 
 void require_compute_type(ComputeType t) {
@@ -88,11 +108,19 @@ struct ProductKey {
   bool operator<(const ProductKey& o) const { return tie() < o.tie(); }
 };
 
-// A cached oneDNN matmul and the memory descriptors it was built for.
+// A cached oneDNN matmul and the memory descriptors it was built for. With bf16 emulated
+// (bf16_emulated()), the descriptors are f32 and the operands flagged here are bf16 in memory:
+// run() widens them (and rounds a bf16 output) around an f32 product.
 struct Product {
   dnnl::memory::desc a, b, c, bias;
   dnnl::matmul prim;
+  bool a16 = false, b16 = false, c16 = false;
 };
+
+// The element type of an operand held in bf16: bf16, or f32 when bf16 is emulated.
+dnnl::memory::data_type bf16_or_emulated() {
+  return bf16_emulated() ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+}
 
 // c = alpha a b + beta c, or with a bias descriptor c = a b + bias (a row added to each row).
 Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
@@ -113,6 +141,25 @@ Product make_product(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
 
 // Runs p on the operands at a, b and c (and its bias).
 void run(const Product& p, const void* a, const void* b, void* c, const float* bias = nullptr) {
+  if (p.a16 || p.b16 || p.c16) {  // emulated bf16: widen, multiply in f32, round the output
+    thread_local Buffer<float> wa, wb, wc;
+    const auto widen = [](Buffer<float>& buf, const dnnl::memory::desc& d, const void* x) {
+      const int64_t n = static_cast<int64_t>(d.get_size() / sizeof(float));
+      float* w = buf.grow(n);
+      widen_bf16(w, static_cast<const uint16_t*>(x), n);
+      return w;
+    };
+    Product f = p;
+    f.a16 = f.b16 = f.c16 = false;
+    const void* fa = p.a16 ? widen(wa, p.a, a) : a;
+    const void* fb = p.b16 ? widen(wb, p.b, b) : b;
+    void* fc = p.c16 ? widen(wc, p.c, c) : c;
+    run(f, fa, fb, fc, bias);
+    if (p.c16)
+      round_bf16(static_cast<uint16_t*>(c), static_cast<const float*>(fc),
+                 static_cast<int64_t>(p.c.get_size() / sizeof(float)));
+    return;
+  }
   thread_local dnnl::stream strm(cpu_engine());
   dnnl::memory ma(p.a, cpu_engine(), const_cast<void*>(a)),
       mb(p.b, cpu_engine(), const_cast<void*>(b)), mc(p.c, cpu_engine(), c);
@@ -137,14 +184,16 @@ const Product& cached(const Key& key) {
 Product build_plain_product(const ProductKey& k) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
-  const dt in = k.bf16 ? dt::bf16 : dt::f32;
+  const dt in = k.bf16 ? bf16_or_emulated() : dt::f32;
   // Logical op(A) is M x K: strides {lda, 1} for plain storage, {1, lda} for the transposed one.
   dnnl::memory::desc a({k.M, k.K}, in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
   dnnl::memory::desc b({k.K, k.N}, in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   const dnnl::memory::desc bias =
       k.with_bias ? dnnl::memory::desc({1, k.N}, dt::f32, dims{k.N, 1}) : dnnl::memory::desc();
-  return make_product(a, b, c, k.alpha, k.beta, bias);
+  Product p = make_product(a, b, c, k.alpha, k.beta, bias);
+  p.a16 = p.b16 = k.bf16 && bf16_emulated();
+  return p;
 }
 
 // The primitive for a shape, cached.
@@ -248,7 +297,7 @@ Product build_batched_product(const BatchedKey& key) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   const auto [bf16, nb, nh, ta, tb, M, N, K, alpha, beta, st, out16] = key;
-  const dt in = bf16 ? dt::bf16 : dt::f32;
+  const dt in = bf16 ? bf16_or_emulated() : dt::f32;
   // Logical op(A) is M x K; a transposed operand swaps its last two strides. A broadcast
   // dimension has extent 1 and is given the stride of a dense layout (oneDNN takes a zero
   // stride for an unusual format and falls back to its reference kernel).
@@ -261,8 +310,11 @@ Product build_batched_product(const BatchedKey& key) {
   };
   const auto a = desc(M, K, st[0], st[1], st[2], ta, in);
   const auto b = desc(K, N, st[3], st[4], st[5], tb, in);
-  const auto c = desc(M, N, st[6], st[7], st[8], false, out16 ? dt::bf16 : dt::f32);
-  return make_product(a, b, c, alpha, beta);
+  const auto c = desc(M, N, st[6], st[7], st[8], false, out16 ? bf16_or_emulated() : dt::f32);
+  Product p = make_product(a, b, c, alpha, beta);
+  p.a16 = p.b16 = bf16 && bf16_emulated();
+  p.c16 = out16 && bf16_emulated();
+  return p;
 }
 
 // The primitive for a batched shape, cached.
@@ -285,8 +337,7 @@ const float* widen_batch(Buffer<float>& buf, int64_t nb, int64_t nh, int64_t row
   LF_CHECK(X16, "gemm_batched: an operand is neither given in f32 nor rounded");
   const int64_t n = span(nb, nh, rows, cols, l);
   float* dst = buf.grow(n);
-  parallel_for(0, n, 16384,
-               [&](int64_t i0, int64_t i1) { vm::from_bf16_n(dst + i0, X16 + i0, i1 - i0); });
+  widen_bf16(dst, X16, n);
   return dst;
 }
 }  // namespace

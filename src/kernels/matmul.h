@@ -23,6 +23,15 @@ void to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int64_
 // The n contiguous floats of src rounded to bf16 into dst, in parallel, timed as part of the
 // matrix products (Phase::matmul: the rounding serves them). Returns dst.
 const uint16_t* round_bf16(uint16_t* dst, const float* src, int64_t n);
+// The n bf16 values of src widened (exactly) to f32 into dst, in parallel.
+void widen_bf16(float* dst, const uint16_t* src, int64_t n);
+
+// Whether bf16 products are emulated: the environment variable LINFORMER_EMULATE_BF16 is set
+// (not "0") on a CPU without a bf16 matmul in oneDNN. Every product that would run in bf16
+// then widens its bf16 operands to f32 (exactly), multiplies in f32 and rounds a bf16 output,
+// so that the bf16 code paths run (slowly, with results close to but not bitwise those of
+// native bf16) on any CPU: a test mode, see docs/testing.md.
+bool bf16_emulated();
 
 // Operands of a bf16 product already rounded to bfloat16, so that a product does not round
 // them again: an operand used by several products (a weight during a training step, an

@@ -22,7 +22,13 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-dt dnnl_type(ComputeType t) { return t == ComputeType::bf16 ? dt::bf16 : dt::f32; }
+// The element type of the packed weights and the inputs: f32 also when bf16 is emulated
+// (bf16_emulated(): the weights are then rounded to bf16 and packed widened, and each block's
+// input is rounded and widened, its bf16 output rounded from f32).
+dt dnnl_type(ComputeType t) {
+  return t == ComputeType::bf16 && !bf16_emulated() ? dt::bf16 : dt::f32;
+}
+bool emulated(ComputeType t) { return t == ComputeType::bf16 && bf16_emulated(); }
 
 }  // namespace
 
@@ -51,7 +57,8 @@ struct PackedLinear::Impl {
                                        const dnnl::memory::desc& weights_md,
                                        bool out16 = false) const {
     const dt t = dnnl_type(type);
-    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, out16 ? dt::bf16 : dt::f32, tag::ab);
+    const dt out = out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
+    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, out, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::post_ops po;
@@ -137,7 +144,14 @@ void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType t
     impl_ = std::move(fresh);
     im = impl_.get();
   }
-  dnnl::memory src(src_md, cpu_engine(), const_cast<float*>(W));
+  const float* w = W;
+  if (emulated(type)) {  // the bf16 weights, widened: W rounded to bf16 and back
+    thread_local Buffer<float> wide;
+    thread_local Buffer<uint16_t> w16;
+    w = wide.grow(N * K);
+    widen_bf16(wide.data(), round_bf16(w16.grow(N * K), W, N * K), N * K);
+  }
+  dnnl::memory src(src_md, cpu_engine(), const_cast<float*>(w));
   dnnl::memory dst(im->wdesc, cpu_engine(), im->weights.data());
   thread_local dnnl::stream strm(cpu_engine());
   im->repack.execute(strm, src, dst);
@@ -207,18 +221,32 @@ void PackedLinear::Impl::run_block(int64_t M, void* dst, const float* x, const u
   } else {
     src = const_cast<float*>(x);
   }
+  // Emulated bf16: the rounded input widened, a bf16 output rounded from an f32 block.
+  const bool emu = emulated(type);
+  thread_local Buffer<float> xw, yw;
+  if (emu) {
+    float* xf = xw.grow(M * K);
+    widen_bf16(xf, static_cast<const uint16_t*>(src), M * K);
+    src = xf;
+  }
+  void* out = emu && out16 ? yw.grow(M * N) : dst;
   const dt t = dnnl_type(type);
   const dnnl::memory wm(wdesc, cpu_engine(), const_cast<uint8_t*>(weights.data()));
   dnnl::memory sm({{M, K}, t, tag::ab}, cpu_engine(), src);
-  dnnl::memory dm({{M, N}, out16 ? dt::bf16 : dt::f32, tag::ab}, cpu_engine(), dst);
+  dnnl::memory dm({{M, N}, out16 ? dnnl_type(ComputeType::bf16) : dt::f32, tag::ab}, cpu_engine(),
+                  out);
   dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
                   pad.grow(std::max<size_t>(en.scratch, 1)));
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
   if (bias)
-    args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, cpu_engine(),
-                                             const_cast<float*>(bias)));
+    args.emplace(DNNL_ARG_BIAS,
+                 dnnl::memory({{1, N}, dt::f32, tag::ab}, cpu_engine(), const_cast<float*>(bias)));
   en.prim.execute(stream(), args);
+  if (emu && out16) {
+    stream().wait();
+    to_bf16(static_cast<uint16_t*>(dst), yw.data(), M, N, N);
+  }
 }
 
 // out: float (or uint16_t when the output is bf16: then x16 is given and e is store).
