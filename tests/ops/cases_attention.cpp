@@ -172,11 +172,12 @@ CaseMaker attention_tiles_case(const Variant& v) {
 }
 
 // Row-block inference attention (all keys at once, or streaming over key blocks), the rows in
-// blocks of 64 queries; padded keys, a sequence long enough for several key blocks.
+// blocks of 64 queries, serially (one thread); padded keys, a sequence long enough for several
+// key blocks.
 CaseMaker attention_rows_case(bool streaming, ComputeType t) {
   return [=](bool perf) {
     const int64_t D = t == kBf16 || perf ? 64 : 8;
-    const AttnDims d{/*B=*/perf ? 4 : 2, /*N=*/perf ? 2048 : 300, /*Lk=*/perf ? 2048 : 300,
+    const AttnDims d{/*B=*/perf ? 1 : 2, /*N=*/perf ? 1024 : 300, /*Lk=*/perf ? 1024 : 300,
                      /*D=*/D,           /*H=*/2,                 /*Dh=*/D / 2};
     const Variant v{"masked", true};
     OpCase c = attention_base(streaming ? "attention_streaming_rows" : "attention_rows", v, t, d);

@@ -14,15 +14,15 @@ SeqProjDims proj_dims(ComputeType t, bool perf) {
   return {/*B=*/2, /*N=*/5, /*K=*/3, /*C=*/4, /*ldE=*/7, /*ldx=*/6, /*ldo=*/5};
 }
 
-// E [K, ldE], x [B, N, ldx], mask [B, N] (batch 1 padded after 3 of 5 positions, or the last
-// 2/5); out = [out [B, K, ldo] (padding columns stay 0), em [B, K] when with_em].
+// E [K, ldE], x [B, N, ldx], mask [B, N] (batch b padded in its last 2b/5 of the positions;
+// perf: b/16); out = [out [B, K, ldo] (padding columns stay 0), em [B, K] when with_em].
 OpCase proj_base(const std::string& name, ComputeType t, bool perf, bool masked, bool with_em) {
   const SeqProjDims s = proj_dims(t, perf);
   OpCase c = new_case(name + (masked ? "_masked" : "") + (with_em ? "_em" : ""), t, true,
                       dims({s.B, s.N, s.K, s.C}),
                       {{"E", rnd(s.K * s.ldE, 41)},
                        {"x", rnd(s.B * s.N * s.ldx, 42)},
-                       {"mask", pad_mask(s.B, s.N, 2 * s.N / 5), false}},
+                       {"mask", pad_mask(s.B, s.N, perf ? s.N / 16 : 2 * s.N / 5), false}},
                       s.B * s.K * s.ldo + (with_em ? s.B * s.K : 0));
   c.flops = 2.0 * s.B * s.K * s.N * s.C;
   c.reference = [=](const Inputs& in, double* out) {

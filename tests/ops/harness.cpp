@@ -186,12 +186,17 @@ double best_seconds(const std::function<void()>& fn) {
   return best;
 }
 
+// A rate in units of 1e9 per second, or blank when the case counts no such work.
+std::string rate(double work, double s) {
+  char buf[32] = "";
+  if (work > 0) std::snprintf(buf, sizeof buf, "%.2f", work / s / 1e9);
+  return buf;
+}
+
 void print_row(const OpCase& c, const char* pass, double s, double work_scale) {
-  const double flops = c.flops * work_scale, bytes = c.bytes * work_scale;
-  std::printf("| %-30s | %-4s | %-26s | %-4s | %10.1f | %8s | %8s |\n", c.name.c_str(),
+  std::printf("| %-34s | %-4s | %-24s | %-4s | %10.1f | %8s | %8s |\n", c.name.c_str(),
               prec_name(c.t), c.shape.c_str(), pass, s * 1e6,
-              flops > 0 ? std::to_string(flops / s / 1e9).substr(0, 7).c_str() : "",
-              bytes > 0 ? std::to_string(bytes / s / 1e9).substr(0, 7).c_str() : "");
+              rate(c.flops * work_scale, s).c_str(), rate(c.bytes * work_scale, s).c_str());
 }
 
 // LF_OPS_PERF=1: every case at its perf size, forward and (where there is one) backward, which
@@ -202,15 +207,15 @@ TEST(OpsPerf, Table) {
   const char* env = std::getenv("LF_OPS_PERF");
   if (!env || std::string(env) != "1") GTEST_SKIP() << "set LF_OPS_PERF=1 to time the ops";
   const char* filter = std::getenv("LF_OPS_PERF_FILTER");
-  std::printf("| %-30s | %-4s | %-26s | %-4s | %10s | %8s | %8s |\n", "case", "prec", "shape",
+  std::printf("| %-34s | %-4s | %-24s | %-4s | %10s | %8s | %8s |\n", "case", "prec", "shape",
               "pass", "us", "GFLOP/s", "GB/s");
   std::printf("|%s|------|%s|------|------------|----------|----------|\n",
-              std::string(32, '-').c_str(), std::string(28, '-').c_str());
+              std::string(36, '-').c_str(), std::string(26, '-').c_str());
   for (const CaseMaker& m : all_makers()) {
     const OpCase c = m(true);
     if (filter && c.name.find(filter) == std::string::npos) continue;
     if (!runs_here(c)) {
-      std::printf("| %-30s | %-4s | %-26s | skipped: no bf16 matmul on this CPU\n", c.name.c_str(),
+      std::printf("| %-34s | %-4s | %-24s | skipped: no bf16 matmul on this CPU\n", c.name.c_str(),
                   prec_name(c.t), c.shape.c_str());
       continue;
     }
