@@ -18,18 +18,24 @@ std::vector<CaseMaker> all_makers() {
   return all;
 }
 
-// The cases at test size that `keep` selects.
-std::vector<OpCase> test_cases(bool (*keep)(const OpCase&)) {
-  std::vector<OpCase> v;
-  for (const CaseMaker& m : all_makers())
-    if (OpCase c = m(false); keep(c)) v.push_back(std::move(c));
+// The cases at test size that `keep` selects (made once per process; the tests' parameters
+// point into that list).
+std::vector<const OpCase*> test_cases(bool (*keep)(const OpCase&)) {
+  static const std::vector<OpCase> all = [] {
+    std::vector<OpCase> v;
+    for (const CaseMaker& m : all_makers()) v.push_back(m(false));
+    return v;
+  }();
+  std::vector<const OpCase*> v;
+  for (const OpCase& c : all)
+    if (keep(c)) v.push_back(&c);
   return v;
 }
 bool any_case(const OpCase&) { return true; }
 bool has_backward(const OpCase& c) { return bool(c.backward); }
 bool works_in_place(const OpCase& c) { return c.in_place; }
-std::string case_name(const ::testing::TestParamInfo<OpCase>& info) {
-  return info.param.name + "_" + prec_name(info.param.t);
+std::string case_name(const ::testing::TestParamInfo<const OpCase*>& info) {
+  return info.param->name + "_" + prec_name(info.param->t);
 }
 
 bool runs_here(const OpCase& c) {
@@ -68,12 +74,12 @@ Grads run_backward(const OpCase& c, const std::vector<float>& dout, Grads g, Gra
 }
 
 // Every case; the cases with a backward; the cases whose output may alias their input.
-class Ops : public ::testing::TestWithParam<OpCase> {};
-class OpsBackward : public ::testing::TestWithParam<OpCase> {};
-class OpsInPlace : public ::testing::TestWithParam<OpCase> {};
+class Ops : public ::testing::TestWithParam<const OpCase*> {};
+class OpsBackward : public ::testing::TestWithParam<const OpCase*> {};
+class OpsInPlace : public ::testing::TestWithParam<const OpCase*> {};
 
 TEST_P(Ops, MatchesReference) {
-  const OpCase& c = GetParam();
+  const OpCase& c = *GetParam();
   LF_SKIP_UNLESS_RUNS_HERE(c);
   const std::vector<float> out = run_case(c);
   std::vector<double> ref(c.out_size);
@@ -98,7 +104,7 @@ TEST_P(Ops, MatchesReference) {
 
 // The backward with dout = r against central differences of the double reference.
 TEST_P(OpsBackward, GradientMatchesFiniteDifferences) {
-  const OpCase& c = GetParam();
+  const OpCase& c = *GetParam();
   LF_SKIP_UNLESS_RUNS_HERE(c);
   const std::vector<float> r = loss_weights(c);
   const Grads g = run_backward(c, r, zero_grads(c.in), GradInto::add);
@@ -132,7 +138,7 @@ TEST_P(OpsBackward, GradientMatchesFiniteDifferences) {
 // the gradient from zeros. GradInto::overwrite ignores what the overwritten buffers held (NaN)
 // and gives, bit for bit, the gradient added into zeros.
 TEST_P(OpsBackward, AddsOrOverwrites) {
-  const OpCase& c = GetParam();
+  const OpCase& c = *GetParam();
   LF_SKIP_UNLESS_RUNS_HERE(c);
   const std::vector<float> r = loss_weights(c);
   const Grads g0 = run_backward(c, r, zero_grads(c.in), GradInto::add);
@@ -157,7 +163,7 @@ TEST_P(OpsBackward, AddsOrOverwrites) {
 
 // Kernels whose output may alias their input give the same output in place.
 TEST_P(OpsInPlace, EqualsOutOfPlace) {
-  const OpCase& c = GetParam();
+  const OpCase& c = *GetParam();
   LF_SKIP_UNLESS_RUNS_HERE(c);
   ASSERT_EQ(c.in[0].v.size(), c.out_size);
   Inputs in = c.in;
