@@ -1,5 +1,6 @@
-// Mixed precision: bf16 matrix products against the f64-accumulating naive GEMM, and a
-// training step in bf16 against the same step in f32.
+// Mixed precision: bf16 attention's kept and tiled paths against each other, and a training
+// step in bf16 against the same step in f32 (the bf16 kernels against double references are
+// op harness cases, tests/ops).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,39 +53,6 @@ TEST(PrecisionSupport, MissingBf16IsRefusedWithTheReason) {
   }
 }
 
-TEST(Bf16Gemm, MatchesNaiveWithinBf16Rounding) {
-  LF_REQUIRE_BF16();
-  const int64_t M = 96, N = 80, K = 200;  // big enough to take the bf16 path
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb) {
-      const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7;
-      auto A = test::random_vec((ta ? K : M) * lda, 1);
-      auto B = test::random_vec((tb ? N : K) * ldb, 2);
-      auto C = test::random_vec(M * ldc, 3);
-      auto R = C;
-      gemm(ComputeType::bf16, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 0.25f, C.data(),
-           ldc);
-      gemm_naive(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 0.25f, R.data(), ldc);
-      // bf16 keeps 8 significant bits: each input carries relative error <= 2^-9, so a sum of
-      // K random-sign products has relative error of order 2^-9; 1e-2 leaves a wide margin
-      // while an f32-only result (error ~1e-7) or a wrong transpose (error ~1) is told apart.
-      double num = 0, den = 0, diff_f32 = 0;
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          const double d = C[i * ldc + j] - R[i * ldc + j];
-          num += d * d;
-          den += double(R[i * ldc + j]) * R[i * ldc + j];
-          diff_f32 = std::max(diff_f32, std::abs(d));
-        }
-      const double rel = std::sqrt(num / den);
-      EXPECT_LT(rel, 1e-2) << "ta=" << ta << " tb=" << tb;
-      EXPECT_GT(rel, 1e-6) << "bf16 path not taken (result as exact as f32)";
-      // Leading-dimension padding of C is untouched.
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], R[i * ldc + j]);
-    }
-}
-
 uint16_t rne(float f) {  // f32 -> bf16, round to nearest even
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -100,64 +68,6 @@ std::vector<uint16_t> to16(const std::vector<float>& v) {
   std::vector<uint16_t> r(v.size());
   for (size_t i = 0; i < v.size(); ++i) r[i] = rne(v[i]);
   return r;
-}
-
-// GELU on bf16 inputs (the FFN's bf16 pre-activation, looked up in a table of every bf16
-// value): each output is the f32 GELU of the widened input rounded to nearest even, element
-// for element, over a length with a ragged tail; and within one bf16 step of GELU computed
-// in double from the erf formula. Inputs span [-4, 4] with both signs and many exponents.
-TEST(GeluBf16, ForwardOnBf16Inputs) {
-  const int64_t n = 3 * 4096 + 77;
-  auto x = test::random_vec(n, 21);
-  for (float& v : x) v *= 4.f;
-  const auto x16 = to16(x);
-  std::vector<float> xw(n), y(n);
-  for (int64_t i = 0; i < n; ++i) xw[i] = widen(x16[i]);
-  gelu_forward(y.data(), xw.data(), n);
-  std::vector<uint16_t> y16(n, 0xFFFF);
-  gelu_forward_bf16(y16.data(), x16.data(), n);
-  int64_t exact = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    // The scalar form of a ragged tail may differ from the vector form in the last f32 bit.
-    ASSERT_LE(std::abs(int(y16[i]) - int(rne(y[i]))), 1) << i;
-    exact += y16[i] == rne(y[i]);
-    const double xd = xw[i], g = 0.5 * xd * std::erfc(-xd / std::sqrt(2.0));
-    ASSERT_NEAR(widen(y16[i]), g, std::abs(g) / 128 + 1e-6) << i;
-  }
-  EXPECT_GE(exact, n - 16);
-}
-
-// GELU's backward in bf16 (GELU' looked up per bf16 input): d16 = bf16(widen(dout16) *
-// GELU'(widen(h16))), element for element
-// against gelu_backward_inplace on the widened values, in place over dout16 as the FFN runs
-// it; the column sums of the f32 result (added to what db held) match a double sum, over rows
-// split between threads and a ragged width.
-TEST(GeluBf16, BackwardRoundsAndSumsColumns) {
-  const int64_t rows = 301, cols = 1029;
-  auto h = test::random_vec(rows * cols, 31);
-  for (float& v : h) v *= 3.f;
-  const auto h16 = to16(h), d16in = to16(test::random_vec(rows * cols, 32));
-  auto db = test::random_vec(cols, 33);
-  const auto db0 = db;
-  std::vector<float> want(rows * cols), hw(rows * cols);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    want[i] = widen(d16in[i]);
-    hw[i] = widen(h16[i]);
-  }
-  gelu_backward_inplace(want.data(), hw.data(), rows * cols);
-  auto d16 = d16in;  // in place
-  gelu_backward_round(d16.data(), db.data(), d16.data(), h16.data(), rows, cols);
-  int64_t exact = 0;
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    ASSERT_LE(std::abs(int(d16[i]) - int(rne(want[i]))), 1) << i;  // tail: scalar form
-    exact += d16[i] == rne(want[i]);
-  }
-  EXPECT_GE(exact, rows * cols - 16);
-  for (int64_t c = 0; c < cols; ++c) {
-    double sum = db0[c];
-    for (int64_t r = 0; r < rows; ++r) sum += want[r * cols + c];
-    ASSERT_NEAR(db[c], sum, 1e-4 * (1.0 + std::abs(sum))) << c;
-  }
 }
 
 // bf16 attention keeps the probabilities that multiply V (after dropout) in bf16 from forward

@@ -1,5 +1,6 @@
-// The products under the layers: a bias row in the epilogue and batched products (attention's
-// heads side by side), f32 and bf16, against the f64-accumulating naive GEMM.
+// Batched products' bf16 operand forms (an operand given only rounded, an output written in
+// bf16) against the f64-accumulating naive GEMM; the plain batched products and the bias
+// epilogue are op harness cases (tests/ops/cases_gemm.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,75 +12,6 @@
 
 namespace lf {
 namespace {
-
-// A bias row (the linear maps' epilogue in bf16, a copy under sgemm) against gemm_naive plus
-// the bias, in both precisions; C's padding stays untouched.
-TEST(GemmBias, AddedToEveryRow) {
-  const int64_t M = 96, N = 80, K = 200, ldc = N + 3;
-  for (ComputeType t : test::compute_types()) {
-    auto A = test::random_vec(M * K, 4), B = test::random_vec(N * K, 5),
-         bias = test::random_vec(N, 6), C = test::random_vec(M * ldc, 7);
-    auto R = C;
-    gemm(t, false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, C.data(), ldc, {},
-         bias.data());
-    gemm_naive(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, R.data(), ldc);
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t j = 0; j < N; ++j) {
-        const double want = double(R[i * ldc + j]) + bias[j];
-        num += (C[i * ldc + j] - want) * (C[i * ldc + j] - want);
-        den += want * want;
-      }
-      for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], R[i * ldc + j]);
-    }
-    EXPECT_LT(std::sqrt(num / den), t == ComputeType::bf16 ? 1e-2 : 1e-6);
-  }
-}
-
-// Batched products (attention's heads side by side in a row, as in [B, N, H * Dh]; a
-// projection matrix shared by the batch) against gemm_naive on each matrix, f32 and bf16,
-// every transpose, with alpha and beta; C's padding columns stay untouched.
-TEST(GemmBatched, MatchesNaivePerMatrix) {
-  const int64_t nb = 3, nh = 2, M = 64, N = 48, K = 72;
-  for (ComputeType t : test::compute_types())
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb)
-        for (int shared : {0, 1, 2}) {  // 1: A shared across b, 2: B shared across h
-          const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-          const BatchLayout la{shared == 1 ? 0 : ar * (nh * ac + 3), ac, nh * ac + 3};
-          const BatchLayout lb{br * (nh * bc + 1), shared == 2 ? 0 : bc, nh * bc + 1};
-          const BatchLayout lc{M * (nh * N + 5), N, nh * N + 5};
-          auto A = test::random_vec(nb * ar * la.ld, 11), B = test::random_vec(nb * br * lb.ld, 12);
-          auto C = test::random_vec(nb * M * lc.ld, 13);
-          auto R = C;
-          gemm_batched(t, nb, nh, ta, tb, M, N, K, 0.5f, A.data(), la, B.data(), lb, 0.25f,
-                       C.data(), lc);
-          double num = 0, den = 0;
-          for (int64_t b = 0; b < nb; ++b)
-            for (int64_t h = 0; h < nh; ++h) {
-              const int64_t co = b * lc.sb + h * lc.sh;
-              gemm_naive(ta, tb, M, N, K, 0.5f, A.data() + b * la.sb + h * la.sh, la.ld,
-                         B.data() + b * lb.sb + h * lb.sh, lb.ld, 0.25f, R.data() + co, lc.ld);
-            }
-          for (size_t i = 0; i < C.size(); ++i) {
-            num += (C[i] - R[i]) * double(C[i] - R[i]);
-            den += double(R[i]) * R[i];
-          }
-          for (int64_t r = 0; r < nb * M; ++r)
-            for (int64_t j = nh * N; j < lc.ld; ++j)
-              EXPECT_EQ(C[r * lc.ld + j], R[r * lc.ld + j]) << "padding written";
-          const double rel = std::sqrt(num / den);
-          const std::string tag = std::string(t == ComputeType::bf16 ? "bf16" : "f32") +
-                                  " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                                  " shared=" + std::to_string(shared);
-          if (t == ComputeType::f32) {
-            EXPECT_LT(rel, 1e-5) << tag;
-          } else {
-            EXPECT_LT(rel, 1e-2) << tag;
-            EXPECT_GT(rel, 1e-6) << tag << ": bf16 path not taken";
-          }
-        }
-}
 
 // An operand kept only in bf16 (A null, its rounded copy given, as the queries of bf16
 // training are): against gemm_naive on the widened copy, both when the product runs in bf16

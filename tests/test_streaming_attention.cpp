@@ -201,31 +201,5 @@ TEST(InferenceMemory, LinformerIsLinearAndSmallerThanStandard) {
   EXPECT_GT(lin.param_bytes(), before);
 }
 
-// Kernel level: streaming attention against attention_forward on random data, with a key
-// mask that blanks a whole key block and one batch element with no real key at all.
-TEST(StreamingAttention, MatchesStandardKernel) {
-  for (bool causal : {false, true}) {
-    AttnDims d;
-    d.B = 3, d.N = 700, d.Lk = 700, d.H = 3, d.Dh = 16, d.D = 48, d.causal = causal;
-    const size_t n = d.B * d.N * d.D;
-    std::vector<float> q = test::random_vec(n, 1, 2.f), k = test::random_vec(n, 2, 2.f),
-                       v = test::random_vec(n, 3);
-    std::vector<float> mask(d.B * d.N, 1.f);
-    for (int64_t t = 256; t < 600; ++t) mask[t] = 0.f;          // b = 0: a hole
-    for (int64_t t = 0; t < d.N; ++t) mask[2 * d.N + t] = 0.f;  // b = 2: nothing real
-    for (int64_t t = 450; t < d.N; ++t) mask[d.N + t] = 0.f;    // b = 1: padded tail
-    std::vector<float> ref(n), got(n, 123.f);
-    std::vector<float> scratch(attention_scratch_floats(d, false));
-    const float scale = 0.25f;
-    attention_forward(ref.data(), nullptr, q.data(), k.data(), v.data(), mask.data(), d, scale, 0.f,
-                      0, 0, scratch.data());
-    std::vector<float> sscr(attention_streaming_work_floats(kStreamQueryBlock, d) * num_threads());
-    attention_streaming_forward(got.data(), q.data(), k.data(), v.data(), mask.data(), d, scale,
-                                sscr.data());
-    EXPECT_LT(test::rel_error(got.data(), ref.data(), n), 1e-5) << "causal=" << causal;
-    for (size_t i = 2 * d.N * d.D; i < n; ++i) ASSERT_EQ(got[i], 0.f);
-  }
-}
-
 }  // namespace
 }  // namespace lf
