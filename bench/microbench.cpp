@@ -219,8 +219,8 @@ void BM_Attention(benchmark::State& st) {
       attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,
                                   scr.data());
     else
-      attention_forward(ctx.data(), nullptr, q.data(), k.data(), v.data(), nullptr, d, scale, 0.f,
-                        0, 0, scr.data());
+      attention_forward(Act{ctx.data()}, Act{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
+                        d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ComputeType::f32});
   }
   set_flops(st, 4.0 * N * d.Lk * D);
   st.SetLabel(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer");

@@ -34,8 +34,10 @@ TEST(PrecisionSupport, MissingBf16IsRefusedWithTheReason) {
   Model m(test::tiny_config());
   for (bool train : {false, true}) {
     auto set = [&] {
-      if (train) m.set_train_compute_type(ComputeType::bf16);
-      else m.set_compute_type(ComputeType::bf16);
+      if (train)
+        m.set_train_compute_type(ComputeType::bf16);
+      else
+        m.set_compute_type(ComputeType::bf16);
     };
     const ComputeType now = train ? m.train_compute_type() : m.compute_type();
     if (compute_type_supported(ComputeType::bf16)) {
@@ -92,11 +94,12 @@ TEST(Bf16Attention, KeptProbabilityCopyChangesNothing) {
       dk[with].assign(d.B * d.Lk * d.D, 0.f);
       dv[with].assign(d.B * d.Lk * d.D, 0.f);
       uint16_t* c16 = with ? p16.data() : nullptr;
-      attention_forward(ctx[with].data(), probs.data(), q.data(), k.data(), v.data(), nullptr, d,
-                        0.25f, p, 7, 3, scratch.data(), ComputeType::bf16, 0, c16);
-      attention_backward(dq[with].data(), dk[with].data(), dv[with].data(), dctx.data(),
-                         probs.data(), q.data(), k.data(), v.data(), d, 0.25f, p, 7, 3,
-                         scratch.data(), ComputeType::bf16, 0, GradInto::overwrite, c16);
+      const AttnRun r{0.25f, p, 7, 3, 0, scratch.data(), ComputeType::bf16};
+      const KeysValues kv{k.data(), v.data(), nullptr};
+      attention_forward(Act{ctx[with].data()}, Act{probs.data(), c16}, q.data(), kv, d, r);
+      attention_backward(
+          AttnGrads{dq[with].data(), dk[with].data(), dv[with].data(), GradInto::overwrite},
+          dctx.data(), ActIn(probs.data(), c16), q.data(), kv, d, r);
       if (!with) continue;
       // The copy is the probabilities rounded, zero exactly where dropout dropped them.
       int64_t zeros = 0;
@@ -173,24 +176,24 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         std::vector<float> probs(np), scratch(attention_scratch_floats(d));
         std::vector<uint16_t> p16(t == ComputeType::bf16 ? np : 0);
         uint16_t* pp = p16.empty() ? nullptr : p16.data();
-        attention_forward(o.ctx.data(), probs.data(), q.data(), k.data(), v.data(), km, d, 0.3f, p,
-                          5, 9, scratch.data(), t, 0, pp);
-        attention_backward(o.dq.data(), o.dk.data(), o.dv.data(), dctx.data(), probs.data(),
-                           q.data(), k.data(), v.data(), d, 0.3f, p, 5, 9, scratch.data(), t, 0,
-                           GradInto::add, pp);
+        const AttnRun r{0.3f, p, 5, 9, 0, scratch.data(), t};
+        const KeysValues kv{k.data(), v.data(), km};
+        attention_forward(Act{o.ctx.data()}, Act{probs.data(), pp}, q.data(), kv, d, r);
+        attention_backward(AttnGrads{o.dq.data(), o.dk.data(), o.dv.data()}, dctx.data(),
+                           ActIn(probs.data(), pp), q.data(), kv, d, r);
         return o;
       };
       Out tiled{std::vector<float>(nq), start, kstart, kstart};
       {
         std::vector<float> scratch(attention_scratch_floats(d));
         std::vector<uint16_t> ctx16(nq);
-        attention_forward_tiles(ctx16.data(), q16.data(), k.data(), v.data(), km, d, 0.3f, p, 5, 9,
-                                scratch.data(), 0);
+        const AttnRun r{0.3f, p, 5, 9, 0, scratch.data(), ComputeType::bf16};
+        const KeysValues kv{k.data(), v.data(), km};
+        attention_forward_tiles(ctx16.data(), q16.data(), kv, d, r);
         for (int64_t i = 0; i < nq; ++i) tiled.ctx[i] = widen(ctx16[i]);
-        attention_backward(tiled.dq.data(), tiled.dk.data(), tiled.dv.data(), nullptr, nullptr,
-                           nullptr, k.data(), v.data(), d, 0.3f, p, 5, 9, scratch.data(),
-                           ComputeType::bf16, 0, GradInto::add, nullptr, q16.data(), dctx16.data(),
-                           km);
+        attention_backward(AttnGrads{tiled.dq.data(), tiled.dk.data(), tiled.dv.data()},
+                           ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()), kv,
+                           d, r);
       }
       const Out kept = run_kept(ComputeType::bf16), f32 = run_kept(ComputeType::f32);
       auto kept_ctx = kept.ctx;  // the tiled path writes the context in bf16
@@ -218,11 +221,12 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         std::vector<uint16_t> dq16(nq);
         for (int rounded : {0, 1}) {
           const RoundedQueryGrad rq{dq16.data(), db.data()};
-          attention_backward((rounded ? dq : dq_w).data(), (rounded ? dk : dk_w).data(),
-                             (rounded ? dv : dv_w).data(), nullptr, nullptr, nullptr, k.data(),
-                             v.data(), d, 0.3f, p, 5, 9, scratch.data(), ComputeType::bf16, 0,
-                             GradInto::overwrite, nullptr, q16.data(), dctx16.data(), km,
-                             rounded ? &rq : nullptr);
+          const AttnRun r{0.3f, p, 5, 9, 0, scratch.data(), ComputeType::bf16};
+          attention_backward(
+              AttnGrads{(rounded ? dq : dq_w).data(), (rounded ? dk : dk_w).data(),
+                        (rounded ? dv : dv_w).data(), GradInto::overwrite, rounded ? &rq : nullptr},
+              ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()),
+              KeysValues{k.data(), v.data(), km}, d, r);
         }
         for (int64_t i = 0; i < nq; ++i) ASSERT_EQ(dq16[i], rne(dq_w[i])) << i;
         EXPECT_EQ(dk, dk_w);

@@ -44,8 +44,8 @@ TEST_F(ShapeChecks, Linear) {
                                        LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
                         "linear_forward: null");
   // A weight gradient without the input it is computed from.
-  EXPECT_ERROR_MENTIONS(linear_backward(nullptr, d.data(), nullptr, c.data(), nullptr, b.data(),
-                                        LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
+  EXPECT_ERROR_MENTIONS(linear_backward(LinearGrads{nullptr, d.data(), nullptr}, c.data(), nullptr,
+                                        b.data(), LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
                         "linear_backward: null");
 }
 
@@ -68,8 +68,10 @@ TEST_F(ShapeChecks, RowKernels) {
 TEST_F(ShapeChecks, Attention) {
   // D != H * Dh.
   const AttnDims bad{/*B=*/1, /*N=*/4, /*Lk=*/4, /*D=*/8, /*H=*/2, /*Dh=*/3};
-  EXPECT_ERROR_MENTIONS(attention_forward(c.data(), d.data(), a.data(), a.data(), a.data(), nullptr,
-                                          bad, 1.f, 0.f, 0, 0, b.data()),
+  AttnRun run;
+  run.scratch = b.data();
+  EXPECT_ERROR_MENTIONS(attention_forward(Act{c.data()}, Act{d.data()}, a.data(),
+                                          KeysValues{a.data(), a.data(), nullptr}, bad, run),
                         "attention_forward: inconsistent dims B=1 N=4 Lk=4 D=8 H=2 Dh=3");
   // Rows [2, 6) of a sequence of 4 queries; batch element 1 of a batch of 1.
   const AttnDims ok{/*B=*/1, /*N=*/4, /*Lk=*/4, /*D=*/8, /*H=*/2, /*Dh=*/4};
@@ -81,8 +83,10 @@ TEST_F(ShapeChecks, Attention) {
                                RowBlock{/*b=*/1, /*i0=*/0, /*i1=*/4}, 1.f, b.data()),
       "attention_streaming_rows: row block b=1 [0, 4) outside B=1 N=4");
   // Dropout needs scratch for the dropped-out copy of the probabilities.
-  EXPECT_ERROR_MENTIONS(attention_forward(c.data(), d.data(), a.data(), a.data(), a.data(), nullptr,
-                                          ok, 1.f, 0.5f, 0, 0, nullptr),
+  AttnRun drop;
+  drop.p_drop = 0.5f;  // dropout without scratch
+  EXPECT_ERROR_MENTIONS(attention_forward(Act{c.data()}, Act{d.data()}, a.data(),
+                                          KeysValues{a.data(), a.data(), nullptr}, ok, drop),
                         "attention_forward: needs probs or scratch");
 }
 

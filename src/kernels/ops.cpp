@@ -25,9 +25,12 @@ bool packed_for(const PackedLinear* p, bool bf16) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType prec, const TrainWeight& Wt,
-                    const uint16_t* inp16) {
+void linear_forward(float* out, ActIn in, const Weight& weight, const float* b, const LinearDims& d,
+                    ComputeType prec) {
+  const float* inp = in.f;
+  const uint16_t* inp16 = in.h;
+  const float* W = weight.w;
+  const TrainWeight& Wt = weight.forms;
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   const bool bf16 = gemm_runs_bf16(prec, d.rows, d.out, d.in);
@@ -81,9 +84,13 @@ const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dou
   return d16;
 }
 
-void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType prec, const TrainWeight& Wt,
-                     const uint16_t* inp16, GradInto into, const uint16_t* pre_rounded) {
+void linear_backward(const LinearGrads& grads, ActIn dy, ActIn x, const Weight& weight,
+                     const LinearDims& d, ComputeType prec) {
+  float *dinp = grads.dinp, *dW = grads.dW, *db = grads.db;
+  const GradInto into = grads.into;
+  const float *dout = dy.f, *inp = x.f, *W = weight.w;
+  const uint16_t *pre_rounded = dy.h, *inp16 = x.h;
+  const TrainWeight& Wt = weight.forms;
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   LF_DCHECK(!pre_rounded || linear_backward_runs_bf16(prec, d),
@@ -134,8 +141,8 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
       linear_backward_runs_bf16(ComputeType::bf16, d) && Wt.backward && dinp16 && inp16 && dout16,
       "linear_backward_bf16_input: needs bf16 products, a packed weight and bf16 buffers");
   const uint16_t* g16 = dout ? round_output_gradient(dout16, db, dout, d.rows, d.out) : dout16;
-  linear_backward(nullptr, dW, nullptr, nullptr, nullptr, nullptr, d, ComputeType::bf16, Wt, inp16,
-                  GradInto::add, g16);
+  linear_backward(LinearGrads{nullptr, dW, nullptr}, ActIn(nullptr, g16), ActIn(nullptr, inp16),
+                  Weight(nullptr, Wt), d, ComputeType::bf16);
   Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
 }
 

@@ -16,6 +16,23 @@ namespace lf {
 // written over it.
 enum class GradInto { add, overwrite };
 
+// An activation as the kernels take it: its f32 values (f), its bfloat16 copy (h), or both.
+// The precision travels with the data: bf16 training keeps some activations in bf16 only (f
+// null), and a product running in bf16 reads h when there is one instead of rounding f again.
+struct Act {
+  float* f = nullptr;
+  uint16_t* h = nullptr;
+};
+// The same, read only. A plain pointer converts: an f32 activation without a bf16 copy.
+struct ActIn {
+  const float* f = nullptr;
+  const uint16_t* h = nullptr;
+  ActIn() = default;
+  ActIn(const float* f32) : f(f32) {}  // NOLINT: an f32 activation alone converts
+  ActIn(const float* f32, const uint16_t* bf16) : f(f32), h(bf16) {}
+  ActIn(const Act& a) : f(a.f), h(a.h) {}  // NOLINT
+};
+
 // Rows per parallel_for chunk for rows of `cols` floats: about kGrainElems floats a chunk.
 constexpr int64_t kGrainElems = 1 << 14;
 inline int64_t row_grain(int64_t cols) {
@@ -45,20 +62,31 @@ struct TrainWeight {
       : plain(w16), forward(fwd), backward(bwd) {}
 };
 
-// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). Wt:
-// W's training forms; inp16: inp already rounded to bfloat16 (dense), or null; used by bf16
-// products only.
-void linear_forward(float* out, const float* inp, const float* W, const float* b,
-                    const LinearDims& d, ComputeType t = ComputeType::f32,
-                    const TrainWeight& Wt = {}, const uint16_t* inp16 = nullptr);
-// dinp += dout W (dinp = dout W with GradInto::overwrite); dW += dout^T inp; db += column sums
-// of dout. Any of dinp/dW/db may be null. In bf16, dout is rounded once for both products.
-// pre_rounded: dout already rounded to bf16 (dense) with db already summed (db is then
-// ignored, and dout may be null); only when linear_backward_runs_bf16(t, d).
-void linear_backward(float* dinp, float* dW, float* db, const float* dout, const float* inp,
-                     const float* W, const LinearDims& d, ComputeType t = ComputeType::f32,
-                     const TrainWeight& Wt = {}, const uint16_t* inp16 = nullptr,
-                     GradInto into = GradInto::add, const uint16_t* pre_rounded = nullptr);
+// A linear map's weight W [out, in] and its training forms (TrainWeight; none outside
+// training).
+struct Weight {
+  const float* w = nullptr;
+  TrainWeight forms;
+  Weight() = default;
+  Weight(const float* f32) : w(f32) {}  // NOLINT: an f32 weight alone converts
+  Weight(const float* f32, const TrainWeight& t) : w(f32), forms(t) {}
+};
+
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h): a bf16
+// product reads inp.h (inp rounded to bfloat16, dense) when given, else rounds inp.f.
+void linear_forward(float* out, ActIn inp, const Weight& W, const float* b, const LinearDims& d,
+                    ComputeType t = ComputeType::f32);
+// The gradients linear_backward writes (each may be null): dinp += dout W (dinp = dout W with
+// GradInto::overwrite); dW += dout^T inp; db += column sums of dout.
+struct LinearGrads {
+  float *dinp = nullptr, *dW = nullptr, *db = nullptr;
+  GradInto into = GradInto::add;
+};
+// In bf16, dout is rounded once for both products. dout.h: dout already rounded to bf16
+// (dense) by the caller, who has summed db too (db is then left alone, and dout.f may be
+// null); only when linear_backward_runs_bf16(t, d).
+void linear_backward(const LinearGrads& g, ActIn dout, ActIn inp, const Weight& W,
+                     const LinearDims& d, ComputeType t = ComputeType::f32);
 // Whether both gradient products of linear_backward run in bf16 (dout is then rounded once).
 bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
 // bf16 training: a linear map's output gradient dout [rows, cols] rounded to bf16 into d16

@@ -152,9 +152,13 @@ bool attention_keeps_probs(const AttnDims& d, ComputeType t) {
   return !(t == ComputeType::bf16 && even && gemm_runs_bf16(t, d.N, d.Lk, d.Dh));
 }
 
-void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* kk, const float* vv,
-                             const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                             uint64_t seed, uint64_t stream, float* scratch, int64_t first_b) {
+void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysValues& kv,
+                             const AttnDims& d, const AttnRun& r) {
+  const float *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
+  const float scale = r.scale, p_drop = r.p_drop;
+  const uint64_t seed = r.seed, stream = r.stream;
+  float* scratch = r.scratch;
+  const int64_t first_b = r.first_b;
   check(d, "attention_forward_tiles");
   LF_DCHECK(ctx16 && q16 && kk && vv && scratch, "attention_forward_tiles: null pointer");
   PhaseScope ps(Phase::attention);
@@ -188,12 +192,17 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* 
 namespace {
 
 // Backward of attention_forward_tiles: each tile's probabilities recomputed on its core.
-void attention_backward_tiles(float* dq, float* dkk, float* dvv, const float* dctx, const float* q,
-                              const float* kk, const float* vv, const float* key_mask,
-                              const AttnDims& d, float scale, float p_drop, uint64_t seed,
-                              uint64_t stream, float* scratch, int64_t first_b, GradInto into,
-                              const uint16_t* q16, const uint16_t* dctx16,
-                              const RoundedQueryGrad* rq) {
+void attention_backward_tiles(const AttnGrads& g, ActIn dctx_in, ActIn q_in, const KeysValues& kv,
+                              const AttnDims& d, const AttnRun& r) {
+  float *dq = g.dq, *dkk = g.dkk, *dvv = g.dvv;
+  const float *dctx = dctx_in.f, *q = q_in.f, *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
+  const uint16_t *q16 = q_in.h, *dctx16 = dctx_in.h;
+  const float scale = r.scale, p_drop = r.p_drop;
+  const uint64_t seed = r.seed, stream = r.stream;
+  float* scratch = r.scratch;
+  const int64_t first_b = r.first_b;
+  const GradInto into = g.into;
+  const RoundedQueryGrad* rq = g.rounded_dq;
   const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D, tile = N * Lk;
   const bool add = into == GradInto::add;
   LF_CHECK(!rq || !add, "attention_backward: a rounded query gradient is written, not added");
@@ -302,10 +311,17 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
 
 }  // namespace
 
-void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
-                       const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                       uint64_t seed, uint64_t stream, float* scratch, ComputeType prec,
-                       int64_t first_b, uint16_t* probs16, const uint16_t* q16, uint16_t* ctx16) {
+void attention_forward(Act ctx_out, Act probs_out, ActIn q_in, const KeysValues& kv,
+                       const AttnDims& d, const AttnRun& r) {
+  float *ctx = ctx_out.f, *probs = probs_out.f;
+  uint16_t *ctx16 = ctx_out.h, *probs16 = probs_out.h;
+  const float *q = q_in.f, *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
+  const uint16_t* q16 = q_in.h;
+  const float scale = r.scale, p_drop = r.p_drop;
+  const uint64_t seed = r.seed, stream = r.stream;
+  float* scratch = r.scratch;
+  const ComputeType prec = r.t;
+  const int64_t first_b = r.first_b;
   check(d, "attention_forward");
   LF_DCHECK((ctx || (ctx16 && probs)) && (q || (q16 && probs)) && kk && vv,
             "attention_forward: null context, query, key or value");
@@ -338,12 +354,17 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kk
   });
 }
 
-void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
-                        const float* q, const float* kk, const float* vv, const AttnDims& d,
-                        float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType prec, int64_t first_b, GradInto into, const uint16_t* probs16,
-                        const uint16_t* q16, const uint16_t* dctx16, const float* key_mask,
-                        const RoundedQueryGrad* rounded_dq) {
+void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn q_in,
+                        const KeysValues& kv, const AttnDims& d, const AttnRun& r) {
+  float *dq = g.dq, *dkk = g.dkk, *dvv = g.dvv;
+  const float *dctx = dctx_in.f, *probs = probs_in.f, *q = q_in.f, *kk = kv.k, *vv = kv.v;
+  const uint16_t *dctx16 = dctx_in.h, *probs16 = probs_in.h, *q16 = q_in.h;
+  const float scale = r.scale, p_drop = r.p_drop;
+  const uint64_t seed = r.seed, stream = r.stream;
+  float* scratch = r.scratch;
+  const ComputeType prec = r.t;
+  const int64_t first_b = r.first_b;
+  const GradInto into = g.into;
   check(d, "attention_backward");
   LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && (q || q16) && kk && vv && scratch,
             "attention_backward: null pointer");
@@ -351,11 +372,10 @@ void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, co
   if (!probs) {
     LF_CHECK(prec == ComputeType::bf16,
              "attention_backward: probabilities are recomputed only by bf16 training");
-    attention_backward_tiles(dq, dkk, dvv, dctx, q, kk, vv, key_mask, d, scale, p_drop, seed,
-                             stream, scratch, first_b, into, q16, dctx16, rounded_dq);
+    attention_backward_tiles(g, dctx_in, q_in, kv, d, r);
     return;
   }
-  LF_CHECK(!rounded_dq, "attention_backward: a rounded query gradient needs the tiled path");
+  LF_CHECK(!g.rounded_dq, "attention_backward: a rounded query gradient needs the tiled path");
   const int64_t tile = d.N * d.Lk;
   const float beta = into == GradInto::add ? 1.f : 0.f;
   const bool drop = p_drop > 0.f;

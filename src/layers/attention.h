@@ -15,56 +15,65 @@ struct AttnDims {
   bool causal = false;  // query i sees keys j <= i only (standard attention)
 };
 
-// ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh.
-// q [B,N,D]; kk, vv [B,Lk,D]; key_mask [B,Lk] (1 real / 0 excluded) or null.
-// probs [B,H,N,Lk] keeps the softmax output for backward (training: the products run batched
-// over blocks of heads, gemm_batched), or null (inference: one head at a time per thread, its
-// scores in the thread's part of scratch). scratch: attention_scratch_floats(d) floats.
-// The dropout mask of (batch element b, head h) is stream rng_stream(stream, (first_b + b) * H
-// + h): first_b is the global index of batch element 0 (a data-parallel rank's slice).
-void attention_forward(float* ctx, float* probs, const float* q, const float* kk, const float* vv,
-                       const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                       uint64_t seed, uint64_t stream, float* scratch,
-                       ComputeType t = ComputeType::f32, int64_t first_b = 0,
-                       uint16_t* probs16 = nullptr, const uint16_t* q16 = nullptr,
-                       uint16_t* ctx16 = nullptr);
-// ctx16 (training, with probs; or null): the context [R,D] written in bf16 instead of ctx,
-// which may then be null (bf16 training keeps it so, as the output map reads it).
-// Accumulates into dq, dkk, dvv (writes over them with GradInto::overwrite).
-// probs null (backward only): recomputed as attention_forward_tiles computed them, with
-// key_mask [B,Lk] (or null) as forward had it; bf16 only.
-// probs16 (bf16 training, with probs; or null): [B,H,N,Lk] bf16, the probabilities that
-// multiply V (after dropout), written by forward in its softmax pass when the products run in
-// bf16, and read by backward's dV product instead of rounding (and dropping out) probs again.
-// q16 (both, training; or null): the queries [R,D] in bf16, as the query map wrote them; q may
-// then be null (the products read q16; one that runs in f32 widens it). dctx16 (backward, or
-// null): the context gradient [R,D] in bf16 only, as the output map's backward wrote it; dctx
-// may then be null, likewise.
-void attention_backward(float* dq, float* dkk, float* dvv, const float* dctx, const float* probs,
-                        const float* q, const float* kk, const float* vv, const AttnDims& d,
-                        float scale, float p_drop, uint64_t seed, uint64_t stream, float* scratch,
-                        ComputeType t = ComputeType::f32, int64_t first_b = 0,
-                        GradInto into = GradInto::add, const uint16_t* probs16 = nullptr,
-                        const uint16_t* q16 = nullptr, const uint16_t* dctx16 = nullptr,
-                        const float* key_mask = nullptr,
-                        const struct RoundedQueryGrad* rounded_dq = nullptr);
-// The tiled backward's query gradient (probs null, GradInto::overwrite) written rounded to bf16
-// into dq16 [R,D] instead of dq, its column sums added to db (the query map's bias gradient),
-// as the query map's bf16 gradient products take it (linear_backward's pre_rounded).
+// The keys and values attention runs on ([B,Lk,D] each) and its key mask ([B,Lk], 1 real / 0
+// excluded, or null).
+struct KeysValues {
+  const float *k = nullptr, *v = nullptr, *key_mask = nullptr;
+};
+
+// How one attention call runs: the score scale, dropout on the probabilities (p = 0: none),
+// the workspace and the precision of the products. The dropout mask of (batch element b,
+// head h) is stream rng_stream(stream, (first_b + b) * H + h): first_b is the global index of
+// batch element 0 (a data-parallel rank's slice).
+struct AttnRun {
+  float scale = 1.f;
+  float p_drop = 0.f;
+  uint64_t seed = 0, stream = 0;
+  int64_t first_b = 0;
+  float* scratch = nullptr;  // attention_scratch_floats(d) floats
+  ComputeType t = ComputeType::f32;
+};
+
+// ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh. q, ctx [B,N,D].
+// probs.f [B,H,N,Lk] keeps the softmax output for backward (training: the products run batched
+// over blocks of heads, gemm_batched), or is null (inference: one head at a time per thread,
+// its scores in the thread's part of scratch). bf16 training: probs.h (or null) receives the
+// probabilities that multiply V (after dropout), in bf16, written in the softmax pass when the
+// products run in bf16, for backward's dV product; q.h (or null) holds the queries in bf16 (q.f
+// may then be null: the products read q.h, one that runs in f32 widens it); ctx.h (with probs,
+// or null) receives the context in bf16 instead of ctx.f, which may then be null (the output
+// map reads it so).
+void attention_forward(Act ctx, Act probs, ActIn q, const KeysValues& kv, const AttnDims& d,
+                       const AttnRun& r);
+
+// The gradients attention_backward writes: accumulated into dq, dkk, dvv (written over them
+// with GradInto::overwrite). rounded_dq (or null): the tiled backward's query gradient (probs
+// null, GradInto::overwrite) written rounded to bf16 into rounded_dq->dq16 [R,D] instead of dq,
+// its column sums added to rounded_dq->db (the query map's bias gradient), as the query map's
+// bf16 gradient products take it (linear_backward's pre_rounded).
 struct RoundedQueryGrad {
   uint16_t* dq16 = nullptr;
   float* db = nullptr;
 };
+struct AttnGrads {
+  float *dq = nullptr, *dkk = nullptr, *dvv = nullptr;
+  GradInto into = GradInto::add;
+  const RoundedQueryGrad* rounded_dq = nullptr;
+};
+// From the context gradient dctx [R,D] (dctx.f, or dctx.h alone: the output map's backward
+// wrote it in bf16 only) to g. probs as forward kept them (probs.f, and probs.h in bf16
+// training); probs.f null (bf16 training only): recomputed as attention_forward_tiles computed
+// them, with kv.key_mask as forward had it. q as in forward.
+void attention_backward(const AttnGrads& g, ActIn dctx, ActIn probs, ActIn q, const KeysValues& kv,
+                        const AttnDims& d, const AttnRun& r);
 
 // bf16 training without kept probabilities (when !attention_keeps_probs(d, bf16)): each
 // thread takes one (sequence, head) tile at a time and computes it whole on its core: scores,
 // softmax, dropout and P V, the tile's N x Lk scores never leaving the core's cache for
 // memory; attention_backward with probs null recomputes them the same way, then the
-// gradients, tile by tile. The same arguments as attention_forward in bf16 training (the
-// queries and the context in bf16 only).
-void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const float* kk, const float* vv,
-                             const float* key_mask, const AttnDims& d, float scale, float p_drop,
-                             uint64_t seed, uint64_t stream, float* scratch, int64_t first_b);
+// gradients, tile by tile. The queries and the context in bf16 only.
+void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysValues& kv,
+                             const AttnDims& d, const AttnRun& r);
 // Whether training keeps attention's probabilities [B,H,N,Lk] for backward (f32, and bf16
 // batches too small for a bf16 product per tile or with too few tiles to share evenly among
 // the threads) or recomputes them (attention_forward_tiles).

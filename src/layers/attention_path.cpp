@@ -37,8 +37,8 @@ void KVMaps::forward(const LayerContext& c, const LayerParams& lp, const float* 
                      const uint16_t* in16) const {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_forward(k, in, lp.k.w, lp.k.b, kv, c.precision, c.wt(lp.k), in16);
-  linear_forward(v, in, lp.v.w, lp.v.b, kv, c.precision, c.wt(lp.v), in16);
+  linear_forward(k, ActIn(in, in16), c.weight(lp.k), lp.k.b, kv, c.precision);
+  linear_forward(v, ActIn(in, in16), c.weight(lp.v), lp.v.b, kv, c.precision);
 }
 
 void KVMaps::infer(const LayerContext& c, const LayerParams& lp, const float* in) const {
@@ -52,10 +52,10 @@ void KVMaps::backward(const LayerContext& c, const LayerParams& lp, const float*
                       const uint16_t* in16, float* din, const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_backward(din, c.grad(lp.k.w), c.grad(lp.k.b), dk, in, lp.k.w, kv, c.precision, c.wt(lp.k),
-                  in16);
-  linear_backward(din, c.grad(lp.v.w), c.grad(lp.v.b), dv, in, lp.v.w, kv, c.precision, c.wt(lp.v),
-                  in16);
+  linear_backward(LinearGrads{din, c.grad(lp.k.w), c.grad(lp.k.b)}, dk, ActIn(in, in16),
+                  c.weight(lp.k), kv, c.precision);
+  linear_backward(LinearGrads{din, c.grad(lp.v.w), c.grad(lp.v.b)}, dv, ActIn(in, in16),
+                  c.weight(lp.v), kv, c.precision);
 }
 
 }  // namespace lf

@@ -30,11 +30,6 @@ struct PathShape {
   bool masked = false;  // the batch has padding
 };
 
-// The keys and values attention runs on ([B,Lk,D] each) and its key mask ([B,Lk] or null).
-struct KeysValues {
-  const float *k = nullptr, *v = nullptr, *key_mask = nullptr;
-};
-
 // A tensor a kind adds to the model beyond the layers' linear maps (Linformer's projections E
 // and F): its checkpoint name, the projection slot it fills (`heads` blocks of [k, max_len])
 // and which of keys and values read it. A parameter-free one (mean or max pooling) has no

@@ -261,9 +261,9 @@ class ProjectInputPath final : public LinformerPath {
       seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision,
                           L.in16);
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
-    linear_forward(A.kp, A.xpk, lp.k.w, nullptr, kv, c.precision, c.wt(lp.k));
+    linear_forward(A.kp, A.xpk, c.weight(lp.k), nullptr, kv, c.precision);
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-    linear_forward(A.vp, A.xpv, lp.v.w, nullptr, kv, c.precision, c.wt(lp.v));
+    linear_forward(A.vp, A.xpv, c.weight(lp.v), nullptr, kv, c.precision);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
     return saved(c, L);
@@ -284,9 +284,10 @@ class ProjectInputPath final : public LinformerPath {
       zero(L.demv, B * K);
     }
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};
-    linear_backward(L.dxpk, c.grad(lp.k.w), nullptr, dkk, A.xpk, lp.k.w, kv, c.precision,
-                    c.wt(lp.k));
-    linear_backward(dxv, c.grad(lp.v.w), nullptr, dvv, A.xpv, lp.v.w, kv, c.precision, c.wt(lp.v));
+    linear_backward(LinearGrads{L.dxpk, c.grad(lp.k.w), nullptr}, dkk, A.xpk, c.weight(lp.k), kv,
+                    c.precision);
+    linear_backward(LinearGrads{dxv, c.grad(lp.v.w), nullptr}, dvv, A.xpv, c.weight(lp.v), kv,
+                    c.precision);
     scaled_bias_backward(c.grad(lp.k.b), L.demk, dkk, A.emk, lp.k.b, B * K, D);
     scaled_bias_backward(c.grad(lp.v.b), demv, dvv, A.emv, lp.v.b, B * K, D);
     Projections& P = *c.proj;

@@ -82,8 +82,11 @@ class StandardPath final : public AttentionPath {
       // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled)
       // or all of the batch at once (materialized, into A.probs).
       lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
-      attention_forward(A.ctx, A.probs, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp), c.scale(), 0.f, 0,
-                        0, c.lay->scratch, c.precision);
+      AttnRun r;
+      r.scale = c.scale();
+      r.scratch = c.lay->scratch;
+      r.t = c.precision;
+      attention_forward(Act{A.ctx, nullptr}, Act{A.probs, nullptr}, A.q, kv, c.dims(lp), r);
       *ctx_all = A.ctx;
     }
     return kv;

@@ -51,8 +51,8 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
                                c.wt(lp.ao), L.dao16);
   } else {
     LF_DCHECK(dao, "attention_branch_backward: a pre-rounded gradient needs bf16 products");
-    linear_backward(L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx, lp.ao.w, map, c.precision,
-                    c.wt(lp.ao), A.ctx16, GradInto::overwrite);
+    linear_backward(LinearGrads{L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), GradInto::overwrite}, dao,
+                    ActIn(A.ctx, A.ctx16), c.weight(lp.ao), map, c.precision);
   }
   const AttnDims d = c.dims(lp);
   const KeysValues kv = c.path->saved(c, A);
@@ -61,12 +61,12 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
   // take it.
   const bool dq_rounded = !A.probs && L.dao16 && linear_backward_runs_bf16(c.precision, map);
   const RoundedQueryGrad rq{L.dao16, c.grad(lp.q.b)};
-  attention_backward(L.dq, L.dkk, L.dvv, L.dctx, A.probs, A.q, kv.k, kv.v, d, c.scale(),
-                     cfg.attention_dropout, c.seed, rng_stream(kAttnProbs, l), L.scratch,
-                     c.precision, c.first, GradInto::overwrite, A.probs16, A.q16, L.dctx16,
-                     kv.key_mask, dq_rounded ? &rq : nullptr);
-  linear_backward(din, c.grad(lp.q.w), c.grad(lp.q.b), dq_rounded ? nullptr : L.dq, in, lp.q.w, map,
-                  c.precision, c.wt(lp.q), A.in16, into, dq_rounded ? L.dao16 : nullptr);
+  attention_backward(AttnGrads{L.dq, L.dkk, L.dvv, GradInto::overwrite, dq_rounded ? &rq : nullptr},
+                     ActIn(L.dctx, L.dctx16), ActIn(A.probs, A.probs16), ActIn(A.q, A.q16), kv, d,
+                     c.attn_run(l, cfg.attention_dropout));
+  linear_backward(LinearGrads{din, c.grad(lp.q.w), c.grad(lp.q.b), into},
+                  dq_rounded ? ActIn(nullptr, L.dao16) : ActIn(L.dq), ActIn(in, A.in16),
+                  c.weight(lp.q), map, c.precision);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
@@ -104,6 +104,18 @@ void LayerContext::check(const LayerParams& lp, const float* x_in, const char* w
 
 float LayerContext::scale() const { return 1.f / std::sqrt(static_cast<float>(cfg->d_head())); }
 
+AttnRun LayerContext::attn_run(int64_t layer, float p_drop) const {
+  AttnRun r;
+  r.scale = scale();
+  r.p_drop = p_drop;
+  r.seed = seed;
+  r.stream = rng_stream(kAttnProbs, layer);
+  r.first_b = first;
+  r.scratch = lay->scratch;
+  r.t = precision;
+  return r;
+}
+
 void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                    const float* x_in, float* x_out, const uint16_t* x_in16, uint16_t* x_out16) {
   c.check(lp, x_in, "layer_forward");
@@ -132,22 +144,21 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     LF_DCHECK(in16 && c.wt(lp.q).forward, "layer_forward: bf16 queries without bf16 operands");
     c.wt(lp.q).forward->apply_bf16(A.q16, in16, R, lp.q.b);
   } else {
-    linear_forward(A.q, attn_in, lp.q.w, lp.q.b, map, c.precision, c.wt(lp.q), in16);
+    linear_forward(A.q, ActIn(attn_in, in16), c.weight(lp.q), lp.q.b, map, c.precision);
   }
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it;
   // without kept probabilities (the planner's choice), tile by tile, backward recomputing them.
   if (c.train && !A.probs) {
     LF_DCHECK(A.q16 && A.ctx16 && !A.ctx, "layer_forward: tiled attention needs bf16 queries");
-    attention_forward_tiles(A.ctx16, A.q16, kv.k, kv.v, kv.key_mask, c.dims(lp), c.scale(), pa,
-                            c.seed, rng_stream(kAttnProbs, l), L.scratch, c.first);
+    attention_forward_tiles(A.ctx16, A.q16, kv, c.dims(lp), c.attn_run(l, pa));
   } else {
-    attention_forward(A.ctx, c.train ? A.probs : nullptr, A.q, kv.k, kv.v, kv.key_mask, c.dims(lp),
-                      c.scale(), pa, c.seed, rng_stream(kAttnProbs, l), L.scratch, c.precision,
-                      c.first, c.train ? A.probs16 : nullptr, A.q16, A.ctx ? nullptr : A.ctx16);
+    const Act probs = c.train ? Act{A.probs, A.probs16} : Act{};
+    attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv,
+                      c.dims(lp), c.attn_run(l, pa));
   }
-  linear_forward(L.tmp, A.ctx, lp.ao.w, lp.ao.b, map, c.precision, c.wt(lp.ao),
-                 A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16);
+  linear_forward(L.tmp, ActIn(A.ctx, A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16),
+                 c.weight(lp.ao), lp.ao.b, map, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   // a = x + attention branch, and the LayerNorm before the FFN, in one pass.
   const float* ffn_base;

@@ -141,7 +141,12 @@ struct LayerContext {
   int64_t proj_rows(const LayerParams& lp) const;
   // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
   const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
-  float scale() const;                                             // 1 / sqrt(d_head)
+  float scale() const;  // 1 / sqrt(d_head)
+  // How layer `layer`'s attention runs: its scale, dropout p_drop with the layer's stream, the
+  // pass's scratch and precision.
+  AttnRun attn_run(int64_t layer, float p_drop) const;
+  // A linear map's weight with its training forms.
+  Weight weight(const Linear& l) const { return Weight(l.w, wt(l)); }
   int64_t first_elem() const { return first * N * cfg->d_model; }  // of [R, D] dropout masks
   // Shape checks at layer entry (LF_DCHECK): a complete context, 0 < N <= max_len, the layer's
   // projected length, the input; `what` names the caller in the message.

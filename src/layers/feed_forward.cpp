@@ -16,12 +16,12 @@ void FeedForward::forward(float* y, const float* x, const uint16_t* x16, int64_t
               "FeedForward: bf16 activations without bf16 operands");
     wt(inter).forward->apply_bf16(a.h16, x16, R, inter.b);
     gelu_forward_bf16(a.g16, a.h16, R * F);
-    linear_forward(y, nullptr, out.w, out.b, second, t, wt(out), a.g16);
+    linear_forward(y, ActIn(nullptr, a.g16), Weight(out.w, wt(out)), out.b, second, t);
     return;
   }
-  linear_forward(a.h, x, inter.w, inter.b, first, t, wt(inter), x16);
+  linear_forward(a.h, ActIn(x, x16), Weight(inter.w, wt(inter)), inter.b, first, t);
   gelu_forward(a.g, a.h, R * F);
-  linear_forward(y, a.g, out.w, out.b, second, t, wt(out));
+  linear_forward(y, a.g, Weight(out.w, wt(out)), out.b, second, t);
 }
 
 void FeedForward::backward(float* dx, const float* dy, const float* x, const uint16_t* x16,
@@ -36,15 +36,15 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
                                s.dy16);
     // d(h) = d(g) GELU'(h), in place in bf16, b1's gradient summed in the same pass.
     gelu_backward_round(s.dG16, grad(inter.b), s.dG16, a.h16, R, F);
-    linear_backward(dx, grad(inter.w), nullptr, nullptr, x, inter.w, first, t, wt(inter), x16, into,
-                    s.dG16);
+    linear_backward(LinearGrads{dx, grad(inter.w), nullptr, into}, ActIn(nullptr, s.dG16),
+                    ActIn(x, x16), Weight(inter.w, wt(inter)), first, t);
     return;
   }
-  linear_backward(s.dG, grad(out.w), grad(out.b), dy, a.g, out.w, second, t, wt(out), nullptr,
-                  GradInto::overwrite);
+  linear_backward(LinearGrads{s.dG, grad(out.w), grad(out.b), GradInto::overwrite}, dy, a.g,
+                  Weight(out.w, wt(out)), second, t);
   gelu_backward_inplace(s.dG, a.h, R * F);  // dG becomes d(h)
-  linear_backward(dx, grad(inter.w), grad(inter.b), s.dG, x, inter.w, first, t, wt(inter), x16,
-                  into);
+  linear_backward(LinearGrads{dx, grad(inter.w), grad(inter.b), into}, s.dG, ActIn(x, x16),
+                  Weight(inter.w, wt(inter)), first, t);
 }
 
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,

@@ -39,16 +39,15 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
     lm_dense.train_fwd.apply_tiled(c.t1, c.xin, M, lm_dense.b, PackedLinear::Epilogue::store,
                                    kInvariantRows);
   else
-    linear_forward(c.t1, c.xin, lm_dense.w, lm_dense.b,
-                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute, wt(lm_dense));
+    linear_forward(c.t1, c.xin, Weight(lm_dense.w, wt(lm_dense)), lm_dense.b,
+                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
   if (fixed)
-    word_fwd.apply_tiled(c.logits, c.t3, M, lm_bias, PackedLinear::Epilogue::store,
-                         kInvariantRows);
+    word_fwd.apply_tiled(c.logits, c.t3, M, lm_bias, PackedLinear::Epilogue::store, kInvariantRows);
   else
-    linear_forward(c.logits, c.t3, word, lm_bias, LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V},
-                   train_compute, TrainWeight(wt(word), &word_fwd, nullptr));
+    linear_forward(c.logits, c.t3, Weight(word, TrainWeight(wt(word), &word_fwd, nullptr)), lm_bias,
+                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   return c;
 }
 
@@ -79,15 +78,15 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   float* d3 = mlm_grad.grow(3 * M * D);
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
-  linear_backward(d3, grad_of(word), grad_of(lm_bias), dlogits, c.t3, word,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute,
-                  mlm_train_weights()(word), nullptr, GradInto::overwrite);
+  linear_backward(LinearGrads{d3, grad_of(word), grad_of(lm_bias), GradInto::overwrite}, dlogits,
+                  c.t3, Weight(word, mlm_train_weights()(word)),
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D, GradInto::overwrite);
   gelu_backward_inplace(d2_, c.t1, M * D);  // d2_ becomes the gradient of GELU's input
-  linear_backward(dx, grad_of(lm_dense.w), grad_of(lm_dense.b), d2_, c.xin, lm_dense.w,
-                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute,
-                  mlm_train_weights()(lm_dense), nullptr, GradInto::overwrite);
+  linear_backward(LinearGrads{dx, grad_of(lm_dense.w), grad_of(lm_dense.b), GradInto::overwrite},
+                  d2_, c.xin, Weight(lm_dense.w, mlm_train_weights()(lm_dense)),
+                  LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);
   for (int64_t i = 0; i < M; ++i) {
     float* dst = dhid + rows[i] * D;
     const float* src = dx + i * D;
@@ -161,13 +160,13 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   float* dtd = g.data();
   float* dt = dtd + B * D;
   float* dc = dt + B * D;
-  linear_backward(dtd, grad_of(cls_out.w), grad_of(cls_out.b), logits, td, cls_out.w, out,
-                  train_compute, nullptr, nullptr, GradInto::overwrite);
+  linear_backward(LinearGrads{dtd, grad_of(cls_out.w), grad_of(cls_out.b), GradInto::overwrite},
+                  logits, td, cls_out.w, out, train_compute);
   dropout_backward(dt, dtd, B * D, p, seed, rng_stream(kClsHidden), f0, GradInto::overwrite);
   std::memset(dtd, 0, B * D * sizeof(float));
   tanh_backward(dtd, t, dt, B * D);
-  linear_backward(dc, grad_of(cls_dense.w), grad_of(cls_dense.b), dtd, c0, cls_dense.w, dense,
-                  train_compute, nullptr, nullptr, GradInto::overwrite);
+  linear_backward(LinearGrads{dc, grad_of(cls_dense.w), grad_of(cls_dense.b), GradInto::overwrite},
+                  dtd, c0, cls_dense.w, dense, train_compute);
   dropout_backward(dt, dc, B * D, p, seed, rng_stream(kClsIn), f0, GradInto::overwrite);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < (mean ? N : 1); ++t) {

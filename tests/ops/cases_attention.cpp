@@ -27,7 +27,8 @@ void ref_attention(double* ctx, const float* q, const float* k, const float* v,
         for (int64_t j = 0; j < d.Lk; ++j) {
           const bool seen = (!key_mask || key_mask[b * d.Lk + j] != 0.f) && (!d.causal || j <= i);
           double s = 0;
-          for (int64_t c = 0; c < d.Dh; ++c) s += double(qi[c]) * k[(b * d.Lk + j) * d.D + h * d.Dh + c];
+          for (int64_t c = 0; c < d.Dh; ++c)
+            s += double(qi[c]) * k[(b * d.Lk + j) * d.D + h * d.Dh + c];
           w[j] = seen ? scale * s : -INFINITY;
           mx = std::max(mx, w[j]);
         }
@@ -68,8 +69,7 @@ std::vector<float> key_mask(const AttnDims& d) {
 
 // q [B,N,D], k and v [B,Lk,D], mask [B,Lk]; out = ctx [B,N,D]; reference with the variant's
 // mask and dropout.
-OpCase attention_base(const std::string& name, const Variant& v, ComputeType t,
-                      const AttnDims& d) {
+OpCase attention_base(const std::string& name, const Variant& v, ComputeType t, const AttnDims& d) {
   OpCase c = new_case(name + "_" + v.name, t, true,
                       dims({d.B, d.N, d.Lk, d.D}) + (d.causal ? " causal" : ""),
                       {{"q", rnd(d.B * d.N * d.D, 31)},
@@ -101,9 +101,10 @@ CaseMaker attention_case(const Variant& v, ComputeType t) {
     const bool m = v.mask;
     const int64_t np = d.B * d.H * d.N * d.Lk;
     // forward(ctx, probs, probs16, scratch)
+    auto run = [=](float* scr) { return AttnRun{scale, p, kSeed, kStream, 0, scr, t}; };
+    auto kv = [=](const Inputs& in) { return KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}; };
     auto forward = [=](const Inputs& in, float* ctx, float* probs, uint16_t* p16, float* scr) {
-      attention_forward(ctx, probs, ptr(in, 0), ptr(in, 1), ptr(in, 2), mask_of(in, m), d, scale,
-                        p, kSeed, kStream, scr, t, 0, p16);
+      attention_forward(Act{ctx}, Act{probs, p16}, ptr(in, 0), kv(in), d, run(scr));
     };
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> probs(np), scratch(attention_scratch_floats(d));
@@ -115,9 +116,8 @@ CaseMaker attention_case(const Variant& v, ComputeType t) {
       std::vector<uint16_t> p16(t == kBf16 ? np : 0);
       uint16_t* pp = p16.empty() ? nullptr : p16.data();
       forward(in, ctx.data(), probs.data(), pp, scratch.data());
-      attention_backward(g[0].data(), g[1].data(), g[2].data(), dctx, probs.data(), ptr(in, 0),
-                         ptr(in, 1), ptr(in, 2), d, scale, p, kSeed, kStream, scratch.data(), t, 0,
-                         into, pp);
+      attention_backward(AttnGrads{g[0].data(), g[1].data(), g[2].data(), into}, dctx,
+                         ActIn(probs.data(), pp), ptr(in, 0), kv(in), d, run(scratch.data()));
     };
     return c;
   };
@@ -132,8 +132,9 @@ CaseMaker attention_infer_case(const Variant& v, ComputeType t) {
     const bool m = v.mask;
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> scratch(attention_scratch_floats(d, p > 0));
-      attention_forward(ctx, nullptr, ptr(in, 0), ptr(in, 1), ptr(in, 2), mask_of(in, m), d, scale,
-                        p, kSeed, kStream, scratch.data(), t);
+      attention_forward(Act{ctx}, Act{}, ptr(in, 0),
+                        KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}, d,
+                        AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), t});
     };
     return c;
   };
@@ -144,7 +145,8 @@ CaseMaker attention_infer_case(const Variant& v, ComputeType t) {
 // gradient. Shapes whose tiles are too large to keep.
 CaseMaker attention_tiles_case(const Variant& v) {
   return [=](bool perf) {
-    AttnDims d = v.causal ? AttnDims{2, 128, 128, 64, 2, 32, true} : AttnDims{2, 256, 64, 64, 2, 32};
+    AttnDims d =
+        v.causal ? AttnDims{2, 128, 128, 64, 2, 32, true} : AttnDims{2, 256, 64, 64, 2, 32};
     if (perf) d = {4, 512, v.causal ? 512 : 128, 512, 8, 64, v.causal};
     OpCase c = attention_base("attention_tiles", v, kBf16, d);
     c.overwrite = {0, 1, 2};
@@ -156,16 +158,18 @@ CaseMaker attention_tiles_case(const Variant& v) {
       std::vector<float> scratch(attention_scratch_floats(d));
       const std::vector<uint16_t> q16 = to16(ptr(in, 0), nq);
       std::vector<uint16_t> ctx16(nq);
-      attention_forward_tiles(ctx16.data(), q16.data(), ptr(in, 1), ptr(in, 2), mask_of(in, m), d,
-                              scale, p, kSeed, kStream, scratch.data(), 0);
+      attention_forward_tiles(ctx16.data(), q16.data(),
+                              KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}, d,
+                              AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), kBf16});
       widen_n(ctx, ctx16.data(), nq);
     };
     c.backward = [=](const Inputs& in, const float* dctx, Grads& g, GradInto into) {
       std::vector<float> scratch(attention_scratch_floats(d));
       const std::vector<uint16_t> q16 = to16(ptr(in, 0), nq), dctx16 = to16(dctx, nq);
-      attention_backward(g[0].data(), g[1].data(), g[2].data(), nullptr, nullptr, nullptr,
-                         ptr(in, 1), ptr(in, 2), d, scale, p, kSeed, kStream, scratch.data(), kBf16,
-                         0, into, nullptr, q16.data(), dctx16.data(), mask_of(in, m));
+      attention_backward(AttnGrads{g[0].data(), g[1].data(), g[2].data(), into},
+                         ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()),
+                         KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}, d,
+                         AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), kBf16});
     };
     return c;
   };
@@ -177,8 +181,12 @@ CaseMaker attention_tiles_case(const Variant& v) {
 CaseMaker attention_rows_case(bool streaming, ComputeType t) {
   return [=](bool perf) {
     const int64_t D = t == kBf16 || perf ? 64 : 8;
-    const AttnDims d{/*B=*/perf ? 1 : 2, /*N=*/perf ? 1024 : 300, /*Lk=*/perf ? 1024 : 300,
-                     /*D=*/D,           /*H=*/2,                 /*Dh=*/D / 2};
+    const AttnDims d{/*B=*/perf ? 1 : 2,
+                     /*N=*/perf ? 1024 : 300,
+                     /*Lk=*/perf ? 1024 : 300,
+                     /*D=*/D,
+                     /*H=*/2,
+                     /*Dh=*/D / 2};
     const Variant v{"masked", true};
     OpCase c = attention_base(streaming ? "attention_streaming_rows" : "attention_rows", v, t, d);
     c.name = streaming ? "attention_streaming_rows" : "attention_rows";
@@ -205,8 +213,13 @@ CaseMaker attention_rows_case(bool streaming, ComputeType t) {
 // padded tail (b = 1) and no real key at all (b = 2: zeros).
 CaseMaker attention_streaming_case(bool causal, ComputeType t) {
   return [=](bool perf) {
-    const AttnDims d{/*B=*/3, /*N=*/perf ? 2048 : 700, /*Lk=*/perf ? 2048 : 700, /*D=*/48,
-                     /*H=*/3, /*Dh=*/16,               /*causal=*/causal};
+    const AttnDims d{/*B=*/3,
+                     /*N=*/perf ? 2048 : 700,
+                     /*Lk=*/perf ? 2048 : 700,
+                     /*D=*/48,
+                     /*H=*/3,
+                     /*Dh=*/16,
+                     /*causal=*/causal};
     const Variant v{"masked", true, causal};
     OpCase c = attention_base("attention_streaming", v, t, d);
     c.name = causal ? "attention_streaming_causal" : "attention_streaming";

@@ -46,8 +46,8 @@ CaseMaker linear_case(ComputeType t) {
       linear_forward(y, ptr(in, 0), ptr(in, 1), ptr(in, 2), d, t);
     };
     c.backward = [=](const Inputs& in, const float* dy, Grads& g, GradInto into) {
-      linear_backward(g[0].data(), g[1].data(), g[2].data(), dy, ptr(in, 0), ptr(in, 1), d, t, {},
-                      nullptr, into);
+      linear_backward(LinearGrads{g[0].data(), g[1].data(), g[2].data(), into}, dy, ptr(in, 0),
+                      ptr(in, 1), d, t);
     };
     return c;
   };
@@ -74,15 +74,16 @@ OpCase linear_train(bool perf) {
   const LinearDims d{/*rows=*/s.R, /*in=*/s.I, /*out=*/s.O};
   c.run = [=](const Inputs& in, float* y) {
     const TrainForms f(in, s);
-    linear_forward(y, ptr(in, 0), ptr(in, 1), ptr(in, 2), d, ComputeType::bf16, f.weight(),
-                   f.x16.data());
+    linear_forward(y, ActIn(ptr(in, 0), f.x16.data()), Weight(ptr(in, 1), f.weight()), ptr(in, 2),
+                   d, ComputeType::bf16);
   };
   c.backward = [=](const Inputs& in, const float* dy, Grads& g, GradInto into) {
     const TrainForms f(in, s);
     std::vector<uint16_t> dy16(s.R * s.O);
     round_output_gradient(dy16.data(), g[2].data(), dy, s.R, s.O);
-    linear_backward(g[0].data(), g[1].data(), nullptr, nullptr, ptr(in, 0), ptr(in, 1), d,
-                    ComputeType::bf16, f.weight(), f.x16.data(), into, dy16.data());
+    linear_backward(LinearGrads{g[0].data(), g[1].data(), nullptr, into},
+                    ActIn(nullptr, dy16.data()), ActIn(ptr(in, 0), f.x16.data()),
+                    Weight(ptr(in, 1), f.weight()), d, ComputeType::bf16);
   };
   return c;
 }
@@ -159,17 +160,20 @@ struct PackedCall {
 
 // x [rows_max, K] W [N, K] b [N]; out = the calls' outputs one after another, each starting as
 // input "out0" (accumulate adds to it). kernel(p, out, x, rows, bias) makes one call.
-OpCase packed_sweep(const std::string& name, ComputeType t, int64_t N, int64_t K,
-                    const std::vector<PackedCall>& calls, Epi e,
-                    std::function<void(const PackedLinear&, float*, const float*, int64_t,
-                                       const float*)> kernel) {
+OpCase packed_sweep(
+    const std::string& name, ComputeType t, int64_t N, int64_t K,
+    const std::vector<PackedCall>& calls, Epi e,
+    std::function<void(const PackedLinear&, float*, const float*, int64_t, const float*)> kernel) {
   OpCase c;
   c.name = name;
   set_precision(c, t);
   int64_t total = 0, rmax = 0;
   for (const PackedCall& k : calls) total += k.rows, rmax = std::max(rmax, k.rows);
-  c.shape = calls.size() == 1 ? dims({calls[0].rows, K, N}) : std::to_string(calls.size()) + " calls";
-  c.in = {{"x", rnd(rmax * K, 12)}, {"W", rnd(N * K, 11)}, {"b", rnd(N, 13)},
+  c.shape =
+      calls.size() == 1 ? dims({calls[0].rows, K, N}) : std::to_string(calls.size()) + " calls";
+  c.in = {{"x", rnd(rmax * K, 12)},
+          {"W", rnd(N * K, 11)},
+          {"b", rnd(N, 13)},
           {"out0", rnd(total * N, 14), false}};
   c.out_size = total * N;
   c.flops = 2.0 * total * N * K;
@@ -270,15 +274,14 @@ CaseMaker packed_transposed_case(ComputeType t) {
 // bf16 training's FFN products: out16 = bf16(x16 W^T + bias), over more rows than one block.
 OpCase packed_bf16_out(bool perf) {
   const int64_t N = perf ? 3072 : 72, K = perf ? 768 : 136, R = perf ? 2048 : 1100;
-  return packed_sweep("packed_linear_bf16_out", ComputeType::bf16, N, K, {{R, true, false}},
-                      Epi::store,
-                      [N, K](const PackedLinear& p, float* out, const float* x, int64_t rows,
-                             const float* b) {
-                        const std::vector<uint16_t> x16 = to16(x, rows * K);
-                        std::vector<uint16_t> o16(rows * N);
-                        p.apply_bf16(o16.data(), x16.data(), rows, b);
-                        widen_n(out, o16.data(), rows * N);
-                      });
+  return packed_sweep(
+      "packed_linear_bf16_out", ComputeType::bf16, N, K, {{R, true, false}}, Epi::store,
+      [N, K](const PackedLinear& p, float* out, const float* x, int64_t rows, const float* b) {
+        const std::vector<uint16_t> x16 = to16(x, rows * K);
+        std::vector<uint16_t> o16(rows * N);
+        p.apply_bf16(o16.data(), x16.data(), rows, b);
+        widen_n(out, o16.data(), rows * N);
+      });
 }
 
 }  // namespace
@@ -291,8 +294,8 @@ std::vector<CaseMaker> linear_cases() {
     v.push_back(packed_tiled_case(t));
     v.push_back(packed_transposed_case(t));
   }
-  for (auto f : {linear_train, linear_backward_bf16_input_case, round_output_gradient_case,
-                 packed_bf16_out})
+  for (auto f :
+       {linear_train, linear_backward_bf16_input_case, round_output_gradient_case, packed_bf16_out})
     v.push_back(f);
   return v;
 }
