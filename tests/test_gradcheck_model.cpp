@@ -125,12 +125,9 @@ void model_gradcheck(const Config& cfg, uint64_t dseed, int per_tensor = 20) {
     // Every tensor but a few should have a non-trivial gradient; a tensor whose gradient is
     // identically zero would make its check vacuous. (Exceptions in exact arithmetic: the key
     // bias of standard attention - softmax ignores a constant shift of a row's scores - and of
-    // max pooling and strided subsampling with empty rows masked, which add the bias to every
-    // row they keep.)
+    // max pooling with empty rows masked, which adds the bias to every row it keeps.)
     const bool shift_only =
-        !cfg.is_linformer() ||
-        ((cfg.projection == Projection::max_pool || cfg.projection == Projection::stride) &&
-         cfg.mask_empty_rows);
+        !cfg.is_linformer() || (cfg.projection == Projection::max_pool && cfg.mask_empty_rows);
     const bool may_be_zero =
         shift_only && p.name.find("attention.self.key.bias") != std::string::npos;
     if (!may_be_zero) {
