@@ -2,15 +2,15 @@
 // its JSON form.
 #include <gtest/gtest.h>
 
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "linformer/config.h"
 #include "linformer/error.h"
 #include "linformer/finetune.h"
-#include "linformer/pretrain.h"
 #include "linformer/model.h"
+#include "linformer/pretrain.h"
 #include "test_util.h"
 
 namespace lf {
@@ -201,6 +201,24 @@ TEST(TrainArgs, PrecisionByNameAndTheOldBf16Flag) {
   f["precision"] = "fp16";
   test::expect_error([&] { FinetuneOptions::from_json(f); }, {"precision", "fp16", "f32", "bf16"},
                      "an unknown precision");
+}
+
+// Each configuration a kind lists is run by that kind and by no other (attention_path refuses
+// one that two kinds claim), and is a valid configuration; every kind lists at least one.
+TEST(AttentionKinds, EachVariantRunsOnTheKindThatListsIt) {
+  const Config base = test::tiny_config();
+  for (const AttentionPath* kind : attention_kinds()) {
+    std::vector<AttentionVariant> mine;
+    kind->variants(base, mine);
+    EXPECT_FALSE(mine.empty()) << kind->name();
+    for (const AttentionVariant& v : mine) {
+      int claims = 0;
+      for (const AttentionPath* k : attention_kinds()) claims += k->runs(v.cfg) ? 1 : 0;
+      EXPECT_EQ(claims, 1) << v.name;
+      EXPECT_STREQ(attention_path(v.cfg).name(), kind->name()) << v.name;
+      EXPECT_NO_THROW(v.cfg.validate()) << v.name;
+    }
+  }
 }
 
 }  // namespace

@@ -16,10 +16,16 @@ const std::vector<const AttentionPath*>& attention_kinds() {
 }
 
 const AttentionPath& attention_path(const Config& cfg, ExactAttention exact) {
-  for (const AttentionPath* p : attention_kinds())
-    if (p->runs(cfg)) return p->inference_variant(exact);
-  LF_CHECK(false, "config: no attention kind runs this configuration");
-  return standard_path(exact);  // not reached
+  const AttentionPath* found = nullptr;
+  for (const AttentionPath* p : attention_kinds()) {
+    if (!p->runs(cfg)) continue;
+    LF_CHECK(!found, "config: attention kinds ", found ? found->name() : "", " and ", p->name(),
+             " both claim this configuration (each must run only its own)");
+    found = p;
+  }
+  LF_CHECK(found, "config: no attention kind runs attention ", to_string(cfg.attention),
+           " with projection ", to_string(cfg.projection), " and sharing ", to_string(cfg.sharing));
+  return found->inference_variant(exact);
 }
 
 std::vector<AttentionVariant> attention_variants(const Config& base) {

@@ -5,6 +5,8 @@
 //                  needs the maps on K rows instead of N
 //   project_keys   kp_h = E_h (mask(X Wk^T + bk))_h: per-head E after the maps (sharing none)
 //   max_pool       kp = max over windows of n/k positions of mask(X Wk^T + bk)
+#include "layers/attention_path_linformer.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -26,25 +28,7 @@ constexpr int64_t kProjColumns = 512;
 
 void zero(float* p, int64_t n) { std::memset(p, 0, n * sizeof(float)); }
 
-// The kinds' block of one layer.
-struct LinformerAct final : PathBlock {
-  KVMaps kv;                                 // project_keys, max_pool: the maps on every row
-  float *xpk = nullptr, *xpv = nullptr;      // project_input: projected inputs [B,K,D]
-  float *emk = nullptr, *emv = nullptr;      // project_input: E m [B,K]
-  float *ebmk = nullptr, *ebmv = nullptr;    // project_input: E diag(m) [B,K,N] (padding)
-  float* proj_scratch = nullptr;             // project_input inference: E diag(m) columns
-  float *kp = nullptr, *vp = nullptr;        // projected keys/values [B,K,D]
-  int32_t *argk = nullptr, *argv = nullptr;  // max_pool choices [B,K,D]
-  float* rows_live = nullptr;                // 1/0 per projected row [B,K]
-  const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
-};
-// Backward buffers the layers share.
-struct LinformerGrads final : PathBlock {
-  float *dk = nullptr, *dv = nullptr;      // map-then-reduce kinds: d(keys), d(values) [R,D]
-  float *dxpk = nullptr, *dxpv = nullptr;  // project_input: d(projected inputs) [B,K,D]
-  float *demk = nullptr, *demv = nullptr;  // project_input: d(E m) [B,K]
-  float* proj_scratch = nullptr;           // project_input: [B,K,N]
-};
+}  // namespace
 
 // Zeroes rows of x [B*N, C] at padded positions.
 void zero_padded_rows(const LayerContext& c, float* x, int64_t C) {
@@ -117,75 +101,31 @@ std::vector<PathTensor> linformer_tensors(const Config& cfg, int64_t layer) {
           tensor(self + "value_proj.weight", false, true)};
 }
 
-// What the three kinds share: the config keys, and attention against the K projected rows
-// kp, vp.
-class LinformerPath : public AttentionPath {
- public:
-  void validate(const Config& cfg) const override {
-    LF_CHECK(!cfg.causal,
-             "config: causal attention is impossible with Linformer: the projection E mixes all "
-             "n positions into each of the k projected keys, so every query would see future "
-             "tokens. Use attention \"standard\" for causal models.");
-    LF_CHECK(!cfg.k.empty(), "config: k must be given for linformer attention");
-    LF_CHECK(cfg.k.size() == 1 || static_cast<int64_t>(cfg.k.size()) == cfg.n_layers,
-             "config: k has ", cfg.k.size(),
-             " values; give one value or one per layer (n_layers = ", cfg.n_layers, ")");
-    for (size_t i = 0; i < cfg.k.size(); ++i) {
-      LF_CHECK(cfg.k[i] > 0 && cfg.k[i] <= cfg.max_len, "config: k[", i, "] = ", cfg.k[i],
-               " must be in [1, max_len = ", cfg.max_len, "]");
-      if (cfg.projection != Projection::linear)
-        LF_CHECK(cfg.max_len % cfg.k[i] == 0, "config: projection ", to_string(cfg.projection),
-                 " uses windows of max_len / k positions, so max_len (", cfg.max_len,
-                 ") must be divisible by k (", cfg.k[i], ")");
-    }
-    if (cfg.sharing == Sharing::layerwise)
-      for (int64_t v : cfg.k)
-        LF_CHECK(v == cfg.k[0],
-                 "config: layerwise sharing uses one projection for all layers, so k "
-                 "must be the same in every layer");
+void LinformerPath::validate(const Config& cfg) const {
+  LF_CHECK(!cfg.causal,
+           "config: causal attention is impossible with Linformer: the projection E mixes all "
+           "n positions into each of the k projected keys, so every query would see future "
+           "tokens. Use attention \"standard\" for causal models.");
+  LF_CHECK(!cfg.k.empty(), "config: k must be given for linformer attention");
+  LF_CHECK(cfg.k.size() == 1 || static_cast<int64_t>(cfg.k.size()) == cfg.n_layers,
+           "config: k has ", cfg.k.size(),
+           " values; give one value or one per layer (n_layers = ", cfg.n_layers, ")");
+  for (size_t i = 0; i < cfg.k.size(); ++i) {
+    LF_CHECK(cfg.k[i] > 0 && cfg.k[i] <= cfg.max_len, "config: k[", i, "] = ", cfg.k[i],
+             " must be in [1, max_len = ", cfg.max_len, "]");
+    if (cfg.projection != Projection::linear)
+      LF_CHECK(cfg.max_len % cfg.k[i] == 0, "config: projection ", to_string(cfg.projection),
+               " uses windows of max_len / k positions, so max_len (", cfg.max_len,
+               ") must be divisible by k (", cfg.k[i], ")");
   }
-  std::vector<PathTensor> tensors(const Config& cfg, int64_t layer) const override {
-    return linformer_tensors(cfg, layer);
-  }
-  int64_t projected_length(const Config& cfg, int64_t layer) const override {
-    return cfg.k_of(layer);
-  }
-  // With empty rows masked, the rows whose window starts at or past N are empty in every
-  // sequence of the batch, so only the first ceil(N K / max_len) are formed.
-  int64_t formed_rows(const Config& cfg, int64_t K, int64_t N) const override {
-    if (!cfg.mask_empty_rows) return K;
-    return std::min(K, (N * K + cfg.max_len - 1) / cfg.max_len);
-  }
-  int64_t key_length(int64_t, int64_t K) const override { return K; }
-  KeysValues saved(const LayerContext&, const LayerAct& A) const override {
-    const LinformerAct& b = block_of<LinformerAct>(A.path);
-    return {b.kp, b.vp, b.row_mask};
-  }
-  int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
-    return attention_rows_work_floats(rows, d);
-  }
+  if (cfg.sharing == Sharing::layerwise)
+    for (int64_t v : cfg.k)
+      LF_CHECK(v == cfg.k[0],
+               "config: layerwise sharing uses one projection for all layers, so k "
+               "must be the same in every layer");
+}
 
- protected:
-  static bool is_linformer(const Config& cfg) { return cfg.attention == AttentionKind::linformer; }
-  // Adds the configurations of `sharings` x `projections` on base to out.
-  static void add_variants(const Config& base, std::initializer_list<Sharing> sharings,
-                           std::initializer_list<Projection> projections,
-                           std::vector<AttentionVariant>& out) {
-    for (Sharing s : sharings)
-      for (Projection p : projections) {
-        Config c = base;
-        c.attention = AttentionKind::linformer;
-        c.sharing = s;
-        c.projection = p;
-        out.push_back({std::string(to_string(s)) + "_" + to_string(p), c});
-      }
-  }
-  static void take_projected(Carver& c, LinformerAct& A, const Config& cfg, const PathShape& s) {
-    A.kp = c.take<float>(s.B * s.K * cfg.d_model);
-    A.vp = c.take<float>(s.B * s.K * cfg.d_model);
-    A.rows_live = c.take<float>(s.B * s.K);
-  }
-};
+namespace {
 
 // ---- project the input ----
 
@@ -213,8 +153,7 @@ class ProjectInputPath final : public LinformerPath {
  public:
   const char* name() const override { return "project_input"; }
   bool runs(const Config& cfg) const override {
-    return is_linformer(cfg) && cfg.projection != Projection::max_pool &&
-           cfg.sharing != Sharing::none;
+    return is_linformer(cfg) && projects_with_matrix(cfg) && cfg.sharing != Sharing::none;
   }
   void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
     add_variants(base, {Sharing::headwise, Sharing::kv, Sharing::layerwise},
@@ -362,78 +301,12 @@ class ProjectInputPath final : public LinformerPath {
 
 // ---- map every row, then reduce N rows to K ----
 
-// The kinds that apply the K/V maps on all N rows and then reduce the keys and values to K
-// rows: kp = reduce(in Wk^T + bk), likewise vp.
-class ReduceKeysPath : public LinformerPath {
- public:
-  void plan_train(Carver& c, LayerAct& L, const Config& cfg, const PathShape& s) const final {
-    LinformerAct& A = make_block<LinformerAct>(L.path);
-    A.kv.take(c, cfg, s);
-    take_projected(c, A, cfg, s);
-    take_more(c, A, cfg, s);
-  }
-  void plan_backward(Carver& c, Layout& l, const Config& cfg, const PathShape& s) const final {
-    LinformerGrads& g = make_block<LinformerGrads>(l.path);
-    g.dk = c.take<float>(s.B * s.N * cfg.d_model);
-    g.dv = c.take<float>(s.B * s.N * cfg.d_model);
-  }
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& L,
-                     const float* in) const final {
-    LinformerAct& A = block_of<LinformerAct>(L.path);
-    A.kv.forward(c, lp, in, L.in16);
-    reduce(c, lp, A);
-    mark_live_rows(c, lp, A);
-    return saved(c, L);
-  }
-
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
-                float* din, const float* dkk, const float* dvv) const final {
-    const int64_t R = c.B * c.N, D = c.cfg->d_model;
-    const LinformerGrads& g = block_of<LinformerGrads>(c.lay->path);
-    zero(g.dk, R * D);
-    zero(g.dv, R * D);
-    reduce_backward(c, lp, block_of<LinformerAct>(L.path), g.dk, g.dv, dkk, dvv);
-    KVMaps::backward(c, lp, in, L.in16, din, g.dk, g.dv);
-  }
-
-  void plan_infer(Carver& c, LayerAct& L, Layout&, const Config& cfg,
-                  const PathShape& s) const final {
-    plan_train(c, L, cfg, s);
-  }
-  KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
-                         const float**) const final {
-    LinformerAct& A = block_of<LinformerAct>(L.path);
-    A.kv.infer(c, lp, in);
-    reduce(c, lp, A);
-    mark_live_rows(c, lp, A);
-    return saved(c, L);
-  }
-
-  double flops(const Config& cfg, int64_t layer, double n) const final {
-    const double D = static_cast<double>(cfg.d_model), K = static_cast<double>(cfg.k_of(layer));
-    return 2.0 * n * (2.0 * D * D)     // K and V maps on all rows
-           + reduce_flops(cfg, K, n)   // the reduction
-           + 2.0 * (2.0 * n * K * D);  // scores and weighted values
-  }
-
- protected:
-  // Buffers of the reduction beyond the maps and the projected rows.
-  virtual void take_more(Carver&, LinformerAct&, const Config&, const PathShape&) const {}
-  // A.kp, A.vp [B,K,D] from A.kv [B,N,D].
-  virtual void reduce(const LayerContext& c, const LayerParams& lp, LinformerAct& A) const = 0;
-  // dk, dv [B,N,D] (zeroed) from dkp, dvp [B,K,D], with the reduction's parameter gradients.
-  virtual void reduce_backward(const LayerContext& c, const LayerParams& lp, const LinformerAct& A,
-                               float* dk, float* dv, const float* dkp, const float* dvp) const = 0;
-  virtual double reduce_flops(const Config& cfg, double K, double n) const = 0;
-};
-
 // Per-head E after the maps (sharing none): kp_h = E_h mask(k)_h.
 class ProjectKeysPath final : public ReduceKeysPath {
  public:
   const char* name() const override { return "project_keys"; }
   bool runs(const Config& cfg) const override {
-    return is_linformer(cfg) && cfg.projection != Projection::max_pool &&
-           cfg.sharing == Sharing::none;
+    return is_linformer(cfg) && projects_with_matrix(cfg) && cfg.sharing == Sharing::none;
   }
   void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
     add_variants(base, {Sharing::none},
