@@ -299,39 +299,26 @@ void expect_bf16_step_close_to_f32(Model& m, const std::string& what) {
   expect_close_per_tensor(m, g16, g32, what);
 }
 
-// Every attention path and both norm placements: bf16 rounds the weights once per step and
+// Every attention kind's variants (the registry's list), pre-norm, and dropout (with attention
+// dropout: the same masks in both precisions): bf16 rounds the weights once per step and
 // keeps the rounded inputs of the linear maps for their weight gradients; a copy of the wrong
 // tensor (or a stale one) would put the gradients far outside the bf16 tolerance.
 TEST(Bf16Training, LossAndGradientsCloseToF32) {
   LF_REQUIRE_BF16();
-  struct Variant {
-    AttentionKind kind;
-    Projection proj;
-    Sharing sharing;
-    NormPlacement norm;
-    float dropout = 0.f;  // and attention dropout: the same masks in both precisions
-  };
-  const Variant variants[] = {
-      {AttentionKind::linformer, Projection::linear, Sharing::layerwise, NormPlacement::post},
-      {AttentionKind::linformer, Projection::linear, Sharing::none, NormPlacement::pre},
-      {AttentionKind::linformer, Projection::max_pool, Sharing::layerwise, NormPlacement::post},
-      {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::post},
-      {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::pre},
-      {AttentionKind::linformer, Projection::linear, Sharing::layerwise, NormPlacement::post, 0.1f},
-      {AttentionKind::standard, Projection::linear, Sharing::layerwise, NormPlacement::pre, 0.1f},
-  };
-  for (const Variant& v : variants) {
-    Config c = bf16_config();
-    c.attention = v.kind;
-    c.projection = v.proj;
-    c.sharing = v.sharing;
-    c.norm = v.norm;
-    c.dropout = c.attention_dropout = v.dropout;
-    Model m(c);
+  std::vector<AttentionVariant> variants = attention_variants(bf16_config());
+  for (AttentionKind kind : {AttentionKind::linformer, AttentionKind::standard})
+    for (float dropout : {0.f, 0.1f}) {
+      Config c = bf16_config();
+      c.attention = kind;
+      c.norm = NormPlacement::pre;
+      c.dropout = c.attention_dropout = dropout;
+      variants.push_back(
+          {std::string(to_string(kind)) + " pre-norm dropout " + std::to_string(dropout), c});
+    }
+  for (const AttentionVariant& v : variants) {
+    Model m(v.cfg);
     m.init(5);
-    expect_bf16_step_close_to_f32(m, std::string(to_string(v.kind)) + " " + to_string(v.proj) +
-                                         " " + to_string(v.sharing) + " " + to_string(v.norm) +
-                                         " dropout " + std::to_string(v.dropout));
+    expect_bf16_step_close_to_f32(m, v.name);
   }
 }
 
