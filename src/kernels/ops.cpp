@@ -170,8 +170,10 @@ void layernorm_row(float* y, uint16_t* y16, float* mean, float* rstd, const floa
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps, uint16_t* out16) {
+void layernorm_forward(Act y, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps) {
+  float* out = y.f;
+  uint16_t* out16 = y.h;
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (out && inp && w && b), "layernorm_forward: null pointer");
   PhaseScope ps(Phase::elementwise);
@@ -187,9 +189,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   });
 }
 
-void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
+void add_layernorm_forward(float* sum, Act normed, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
-                           float eps, uint16_t* out16) {
+                           float eps) {
+  float* out = normed.f;
+  uint16_t* out16 = normed.h;
   LF_DCHECK(rows >= 0 && C > 0, "add_layernorm_forward: bad shape rows=", rows, " C=", C);
   LF_DCHECK(rows == 0 || (sum && out && x && y && w && b), "add_layernorm_forward: null pointer");
   PhaseScope ps(Phase::elementwise);

@@ -22,6 +22,9 @@ enum class GradInto { add, overwrite };
 struct Act {
   float* f = nullptr;
   uint16_t* h = nullptr;
+  Act() = default;
+  Act(float* f32) : f(f32) {}  // NOLINT: an f32 activation alone converts
+  Act(float* f32, uint16_t* bf16) : f(f32), h(bf16) {}
 };
 // The same, read only. A plain pointer converts: an f32 activation without a bf16 copy.
 struct ActIn {
@@ -105,16 +108,15 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
                                 uint16_t* dout16);
 
 // LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
-// out16 (or null): out rounded to bf16 as well, in the same pass (a bf16 product's input).
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps,
-                       uint16_t* out16 = nullptr);
+// out.h (or null): out.f rounded to bf16 as well, in the same pass (a bf16 product's input).
+void layernorm_forward(Act out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps);
 // The residual sum and the LayerNorm after it in one pass: sum = x + y, then
 // layernorm_forward(out, mean, rstd, sum, ...), each row normalised while its sum is in cache.
 // The same values as the two steps apart.
-void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
+void add_layernorm_forward(float* sum, Act out, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
-                           float eps, uint16_t* out16 = nullptr);
+                           float eps);
 // What layernorm_backward may also make of the input gradient dx it writes, in the same pass
 // (bf16 training, where dx is the output gradient of a linear map behind a dropout): g =
 // dropout_backward(dx) (p = 0: g = dx; else the mask of dropout_backward with this seed,

@@ -127,18 +127,18 @@ struct SeqProjDims {
 
 // out_b = E diag(m_b) x_b for every batch element; em[b*K + j] = sum_t E[j,t] m_b[t] (may be
 // null). Ebm [B,K,N] receives E diag(m_b) when mask is non-null (needed by backward).
-// x16 (or null): x already rounded to bfloat16, same layout, read instead of rounding x
+// x.h (or null): x already rounded to bfloat16, same layout, read instead of rounding x.f
 // again when the product runs in bf16 (training keeps the layer input so).
-void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActIn x,
                          const float* mask, const SeqProjDims& dims,
-                         ComputeType t = ComputeType::f32, const uint16_t* x16 = nullptr);
+                         ComputeType t = ComputeType::f32);
 // dx_b += (E diag(m_b))^T dout_b; dE[:, :N] += sum_b (dout_b x_b^T + dem_b 1^T) diag(m_b).
 // dout [B,K,C] (stride ldo), dx like x. dE / dem / dx may be null. scratch: B*K*N floats.
-// x16 as in seq_project_forward.
+// x as in seq_project_forward.
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
-                          const float* Ebm, const float* E, const float* x, const float* mask,
-                          const SeqProjDims& dims, float* scratch, ComputeType t = ComputeType::f32,
-                          const uint16_t* x16 = nullptr);
+                          const float* Ebm, const float* E, ActIn x, const float* mask,
+                          const SeqProjDims& dims, float* scratch,
+                          ComputeType t = ComputeType::f32);
 // Inference form of seq_project_forward: the same out and em, without the [B,K,N] Ebm
 // buffer. With a mask, E diag(m_b) is formed tchunk columns at a time in scratch
 // (K * tchunk floats); fully padded column blocks are skipped.

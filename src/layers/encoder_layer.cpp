@@ -116,8 +116,11 @@ AttnRun LayerContext::attn_run(int64_t layer, float p_drop) const {
   return r;
 }
 
-void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                   const float* x_in, float* x_out, const uint16_t* x_in16, uint16_t* x_out16) {
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l, ActIn in,
+                   Act out) {
+  const float* x_in = in.f;
+  const uint16_t* x_in16 = in.h;
+  float* x_out = out.f;
   c.check(lp, x_in, "layer_forward");
   LF_DCHECK(x_out, "layer_forward: null output");
   const Config& cfg = *c.cfg;
@@ -133,7 +136,8 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   const float* attn_in = x_in;
   const uint16_t* in16 = nullptr;
   if (pre) {
-    layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps, A.in16);
+    layernorm_forward(Act(A.ln1, A.in16), A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D,
+                      eps);
     attn_in = A.ln1;
     in16 = A.in16;
   } else {
@@ -163,20 +167,20 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   // a = x + attention branch, and the LayerNorm before the FFN, in one pass.
   const float* ffn_base;
   if (!pre) {
-    add_layernorm_forward(A.a, A.ffn_in, A.mean1, A.rstd1, x_in, L.tmp, lp.ln_attn.w, lp.ln_attn.b,
-                          R, D, eps, A.ffn_in16);
+    add_layernorm_forward(A.a, Act(A.ffn_in, A.ffn_in16), A.mean1, A.rstd1, x_in, L.tmp,
+                          lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
     ffn_base = A.ffn_in;
   } else {
-    add_layernorm_forward(A.a, A.ffn_in, A.mean2, A.rstd2, x_in, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
-                          D, eps, A.ffn_in16);
+    add_layernorm_forward(A.a, Act(A.ffn_in, A.ffn_in16), A.mean2, A.rstd2, x_in, L.tmp,
+                          lp.ln_out.w, lp.ln_out.b, R, D, eps);
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
   ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
-    add_layernorm_forward(A.f, x_out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b,
-                          R, D, eps, x_out16);
+    add_layernorm_forward(A.f, out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
+                          D, eps);
   } else {
     residual_add(x_out, ffn_base, L.tmp, R * D);
   }

@@ -154,11 +154,10 @@ struct LayerContext {
 };
 
 // Training (or train-layout) forward of layer l: x_out from x_in, activations kept in A.
-// bf16 training, post-norm: x_in16 is x_in already rounded to bf16 (or null: rounded here into
-// A.in16), and x_out16 (or null) receives x_out rounded, from the output LayerNorm's pass.
-void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                   const float* x_in, float* x_out, const uint16_t* x_in16 = nullptr,
-                   uint16_t* x_out16 = nullptr);
+// bf16 training, post-norm: x_in.h is x_in already rounded to bf16 (or null: rounded here into
+// A.in16), and x_out.h (or null) receives x_out rounded, from the output LayerNorm's pass.
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l, ActIn x_in,
+                   Act x_out);
 // Backward of layer l: c.lay->dres holds d(x_out) on entry and d(x_in) on exit.
 void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                     const float* x_in);

@@ -73,9 +73,10 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
   }
 }
 
-void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
-                         const float* mask, const SeqProjDims& dims, ComputeType prec,
-                         const uint16_t* x16) {
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActIn xs,
+                         const float* mask, const SeqProjDims& dims, ComputeType prec) {
+  const float* x = xs.f;
+  const uint16_t* x16 = xs.h;
   check(dims, "seq_project_forward");
   LF_DCHECK(out && E && x && (!mask || Ebm),
             "seq_project_forward: null output, E or input, or no Ebm for a mask");
@@ -112,9 +113,10 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, cons
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
-                          const float* Ebm, const float* E, const float* x, const float* mask,
-                          const SeqProjDims& dims, float* scratch, ComputeType prec,
-                          const uint16_t* x16) {
+                          const float* Ebm, const float* E, ActIn xs, const float* mask,
+                          const SeqProjDims& dims, float* scratch, ComputeType prec) {
+  const float* x = xs.f;
+  const uint16_t* x16 = xs.h;
   check(dims, "seq_project_backward");
   LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && scratch)),
             "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");

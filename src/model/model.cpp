@@ -301,9 +301,8 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   const FullTeam team(c.invariant);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     if (train)  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
-      layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1],
-                    post && l > 0 ? acts[l].in16 : nullptr,
-                    post && l + 1 < cfg.n_layers ? acts[l + 1].in16 : nullptr);
+      layer_forward(c, layers[l], acts[l], l, ActIn(xs[l], post && l > 0 ? acts[l].in16 : nullptr),
+                    Act(xs[l + 1], post && l + 1 < cfg.n_layers ? acts[l + 1].in16 : nullptr));
     else
       layer_forward_infer(c, layers[l], acts[l], xs[l], xs[l + 1]);
     // Both plans still hold x[l] (inference alternates two buffers) and LN_attn(x[l]).

@@ -8,7 +8,8 @@ namespace lf::ops {
 namespace {
 
 SeqProjDims proj_dims(ComputeType t, bool perf) {
-  if (perf) return {/*B=*/8, /*N=*/512, /*K=*/128, /*C=*/768, /*ldE=*/512, /*ldx=*/768, /*ldo=*/768};
+  if (perf)
+    return {/*B=*/8, /*N=*/512, /*K=*/128, /*C=*/768, /*ldE=*/512, /*ldx=*/768, /*ldo=*/768};
   if (t == ComputeType::bf16)  // large enough for the batched products to run in bf16
     return {/*B=*/2, /*N=*/128, /*K=*/64, /*C=*/64, /*ldE=*/131, /*ldx=*/66, /*ldo=*/65};
   return {/*B=*/2, /*N=*/5, /*K=*/3, /*C=*/4, /*ldE=*/7, /*ldx=*/6, /*ldo=*/5};
@@ -30,7 +31,8 @@ OpCase proj_base(const std::string& name, ComputeType t, bool perf, bool masked,
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t j = 0; j < s.K; ++j) {
         double em = 0;
-        for (int64_t t = 0; t < s.N; ++t) em += double(E[j * s.ldE + t]) * (masked ? m[b * s.N + t] : 1.f);
+        for (int64_t t = 0; t < s.N; ++t)
+          em += double(E[j * s.ldE + t]) * (masked ? m[b * s.N + t] : 1.f);
         if (with_em) out[s.B * s.K * s.ldo + b * s.K + j] = em;
         for (int64_t ch = 0; ch < s.ldo; ++ch) {
           double sum = 0;
@@ -55,9 +57,9 @@ CaseMaker seq_project_case(ComputeType t, bool masked, bool with_em) {
     auto forward = [=](const Inputs& in, float* out, float* ebm) {
       std::fill(out, out + nout, 0.f);
       const std::vector<uint16_t> x16 = to16(ptr(in, 1), in[1].v.size());
-      seq_project_forward(out, with_em ? out + nout : nullptr, ebm, ptr(in, 0), ptr(in, 1),
-                          masked ? ptr(in, 2) : nullptr, s, t,
-                          t == ComputeType::bf16 ? x16.data() : nullptr);
+      seq_project_forward(out, with_em ? out + nout : nullptr, ebm, ptr(in, 0),
+                          ActIn(ptr(in, 1), t == ComputeType::bf16 ? x16.data() : nullptr),
+                          masked ? ptr(in, 2) : nullptr, s, t);
     };
     c.run = [=](const Inputs& in, float* out) {
       std::vector<float> ebm(s.B * s.K * s.N);
@@ -68,8 +70,9 @@ CaseMaker seq_project_case(ComputeType t, bool masked, bool with_em) {
       forward(in, out.data(), ebm.data());
       const std::vector<uint16_t> x16 = to16(ptr(in, 1), in[1].v.size());
       seq_project_backward(g[1].data(), g[0].data(), dout, with_em ? dout + nout : nullptr,
-                           ebm.data(), ptr(in, 0), ptr(in, 1), masked ? ptr(in, 2) : nullptr, s,
-                           scratch.data(), t, t == ComputeType::bf16 ? x16.data() : nullptr);
+                           ebm.data(), ptr(in, 0),
+                           ActIn(ptr(in, 1), t == ComputeType::bf16 ? x16.data() : nullptr),
+                           masked ? ptr(in, 2) : nullptr, s, scratch.data(), t);
     };
     return c;
   };

@@ -32,9 +32,9 @@ std::vector<float> layernorm_input(int64_t R, int64_t C) {
 // out = [y, mean, rstd]; the backward differentiates y.
 OpCase layernorm(bool perf) {
   const int64_t R = perf ? 4096 : 7, C = perf ? 768 : 37;
-  OpCase c = new_case("layernorm", kF32, false, dims({R, C}),
-                      {{"x", layernorm_input(R, C)}, {"w", rnd(C, 4)}, {"b", rnd(C, 5)}},
-                      R * C + 2 * R);
+  OpCase c =
+      new_case("layernorm", kF32, false, dims({R, C}),
+               {{"x", layernorm_input(R, C)}, {"w", rnd(C, 4)}, {"b", rnd(C, 5)}}, R * C + 2 * R);
   c.out_diff = R * C;
   c.fd_h = 1e-4;  // the constant row: rstd(var) bends over |dx| ~ sqrt(C eps) = 0.02
   c.bytes = 8.0 * R * C;
@@ -62,21 +62,23 @@ CaseMaker add_layernorm(ComputeType t) {
   return [=](bool perf) {
     const int64_t R = perf ? 4096 : 9, C = perf ? 768 : 40, n = R * C;
     const bool r16 = t == kBf16;
-    OpCase c = new_case("add_layernorm", t, false, dims({R, C}),
-                        {{"x", rnd(n, 6, 2.f)}, {"y", rnd(n, 7, 3.f)}, {"w", rnd(C, 8)},
-                         {"b", rnd(C, 9)}},
-                        2 * n + 2 * R + (r16 ? n : 0));
+    OpCase c =
+        new_case("add_layernorm", t, false, dims({R, C}),
+                 {{"x", rnd(n, 6, 2.f)}, {"y", rnd(n, 7, 3.f)}, {"w", rnd(C, 8)}, {"b", rnd(C, 9)}},
+                 2 * n + 2 * R + (r16 ? n : 0));
     c.bytes = 12.0 * n;
     c.run = [=](const Inputs& in, float* out) {
       std::vector<uint16_t> y16(r16 ? n : 0);
-      add_layernorm_forward(out, out + n, out + 2 * n, out + 2 * n + R, ptr(in, 0), ptr(in, 1),
-                            ptr(in, 2), ptr(in, 3), R, C, kEps, r16 ? y16.data() : nullptr);
+      add_layernorm_forward(out, Act(out + n, r16 ? y16.data() : nullptr), out + 2 * n,
+                            out + 2 * n + R, ptr(in, 0), ptr(in, 1), ptr(in, 2), ptr(in, 3), R, C,
+                            kEps);
       widen_n(out + 2 * n + 2 * R, y16.data(), y16.size());
     };
     c.reference = [=](const Inputs& in, double* out) {
       std::vector<float> sum(n);
       for (int64_t i = 0; i < n; ++i) out[i] = sum[i] = in[0].v[i] + in[1].v[i];
-      ref_layernorm(out + n, out + 2 * n, out + 2 * n + R, sum.data(), ptr(in, 2), ptr(in, 3), R, C);
+      ref_layernorm(out + n, out + 2 * n, out + 2 * n + R, sum.data(), ptr(in, 2), ptr(in, 3), R,
+                    C);
       for (int64_t i = 0; r16 && i < n; ++i) out[2 * n + 2 * R + i] = rne(out[n + i]);
     };
     return c;
@@ -90,10 +92,9 @@ OpCase layernorm_backward_rounded(bool perf) {
   const int64_t R = perf ? 4096 : 37, C = perf ? 768 : 24, n = R * C;
   const float ps[] = {0.f, 0.3f};
   const size_t part = 2 * n + 3 * C;
-  OpCase c = new_case("layernorm_backward_rounded", kBf16, false, dims({R, C}),
-                      {{"x", rnd(n, 11, 2.f)}, {"dy", rnd(n, 12)}, {"w", rnd(C, 13)},
-                       {"b", rnd(C, 14)}},
-                      2 * part);
+  OpCase c = new_case(
+      "layernorm_backward_rounded", kBf16, false, dims({R, C}),
+      {{"x", rnd(n, 11, 2.f)}, {"dy", rnd(n, 12)}, {"w", rnd(C, 13)}, {"b", rnd(C, 14)}}, 2 * part);
   c.bytes = 14.0 * n;
   c.run = [=](const Inputs& in, float* out) {
     std::vector<float> y(n), mean(R), rstd(R);
@@ -270,8 +271,8 @@ OpCase dropout(bool perf) {
   const int64_t n = perf ? 1 << 22 : 1037;
   const std::vector<std::pair<float, int64_t>> runs =
       perf ? std::vector<std::pair<float, int64_t>>{{0.1f, 0}}
-           : std::vector<std::pair<float, int64_t>>{
-                 {0.1f, 0}, {0.5f, 1}, {0.9f, 2}, {0.3f, 3}, {0.3f, 101}, {0.f, 6}};
+           : std::vector<std::pair<float, int64_t>>{{0.1f, 0}, {0.5f, 1},   {0.9f, 2},
+                                                    {0.3f, 3}, {0.3f, 101}, {0.f, 6}};
   OpCase c = new_case("dropout", kF32, false, dims({n}), {{"x", rnd(n, 41)}}, runs.size() * n);
   c.bytes = 8.0 * n;
   c.overwrite = {0};
@@ -331,8 +332,8 @@ OpCase embedding(bool perf) {
   c.reference = [=](const Inputs& in, double* out) {
     for (int64_t r = 0; r < B * N; ++r)
       for (int64_t j = 0; j < C; ++j)
-        out[r * C + j] = double(in[0].v[ids[r] * C + j]) + in[1].v[(r % N + off) * C + j] +
-                         in[2].v[j];
+        out[r * C + j] =
+            double(in[0].v[ids[r] * C + j]) + in[1].v[(r % N + off) * C + j] + in[2].v[j];
   };
   c.backward = [=](const Inputs&, const float* dout, Grads& g, GradInto) {
     embedding_backward(g[0].data(), g[1].data(), g[2].data(), dout, ids.data(), d);
@@ -380,11 +381,19 @@ OpCase cross_entropy_case(bool perf) {
 }  // namespace
 
 std::vector<CaseMaker> row_cases() {
-  std::vector<CaseMaker> v = {layernorm,  add_layernorm(kF32),        add_layernorm(kBf16),
-                              layernorm_backward_rounded,             gelu,
-                              gelu_bf16,  gelu_backward_round_case,   tanh_case,
-                              softmax(false),                         softmax(true),
-                              dropout,    dropout_round_case,         embedding,
+  std::vector<CaseMaker> v = {layernorm,
+                              add_layernorm(kF32),
+                              add_layernorm(kBf16),
+                              layernorm_backward_rounded,
+                              gelu,
+                              gelu_bf16,
+                              gelu_backward_round_case,
+                              tanh_case,
+                              softmax(false),
+                              softmax(true),
+                              dropout,
+                              dropout_round_case,
+                              embedding,
                               cross_entropy_case};
   return v;
 }
