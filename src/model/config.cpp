@@ -34,7 +34,8 @@ const Named<Sharing> kSharingNames[] = {{Sharing::none, "none"},
 const Named<Projection> kProjectionNames[] = {{Projection::linear, "linear"},
                                               {Projection::mean_pool, "mean_pool"},
                                               {Projection::max_pool, "max_pool"},
-                                              {Projection::conv, "conv"}};
+                                              {Projection::conv, "conv"},
+                                              {Projection::stride, "stride"}};
 const Named<ProjectionInit> kProjectionInitNames[] = {{ProjectionInit::normal, "normal"},
                                                       {ProjectionInit::mean_pool, "mean_pool"}};
 const Named<NormPlacement> kNormNames[] = {{NormPlacement::post, "post"},
