@@ -18,8 +18,7 @@ enum class Sharing { none, headwise, kv, layerwise };
 //   mean_pool - average over windows of n/k positions (no parameters)
 //   max_pool  - maximum over windows of n/k positions (no parameters)
 //   conv      - strided 1-D convolution, kernel = stride = n/k, one learned kernel per projection
-//   stride    - strided subsampling: the first position of each window of n/k (no parameters)
-enum class Projection { linear, mean_pool, max_pool, conv, stride };
+enum class Projection { linear, mean_pool, max_pool, conv };
 // How a learned (linear) projection E starts (fixed projections ignore it):
 //   mean_pool - the default: the mean-pooling matrix (E[j, t] = 1/w for t in window j of
 //               w = n/k positions; windows of floor(j n / k) .. floor((j+1) n / k) when k does

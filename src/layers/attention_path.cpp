@@ -10,8 +10,8 @@ namespace lf {
 
 const std::vector<const AttentionPath*>& attention_kinds() {
   static const std::vector<const AttentionPath*> kinds{&standard_path(ExactAttention::tiled),
-                                                       &max_pool_path(), &stride_path(),
-                                                       &project_keys_path(), &project_input_path()};
+                                                       &max_pool_path(), &project_keys_path(),
+                                                       &project_input_path()};
   return kinds;
 }
 

@@ -8,7 +8,6 @@ const AttentionPath& standard_path(ExactAttention exact);
 const AttentionPath& project_input_path();
 const AttentionPath& project_keys_path();
 const AttentionPath& max_pool_path();
-const AttentionPath& stride_path();
 
 // The K and V maps on every row, which the standard, project_keys and max_pool kinds share:
 // k = in Wk^T + bk, v = in Wv^T + bv, [R,D] each, in the kind's block.

@@ -34,8 +34,7 @@ const Named<Sharing> kSharingNames[] = {{Sharing::none, "none"},
 const Named<Projection> kProjectionNames[] = {{Projection::linear, "linear"},
                                               {Projection::mean_pool, "mean_pool"},
                                               {Projection::max_pool, "max_pool"},
-                                              {Projection::conv, "conv"},
-                                              {Projection::stride, "stride"}};
+                                              {Projection::conv, "conv"}};
 const Named<ProjectionInit> kProjectionInitNames[] = {{ProjectionInit::normal, "normal"},
                                                       {ProjectionInit::mean_pool, "mean_pool"}};
 const Named<NormPlacement> kNormNames[] = {{NormPlacement::post, "post"},

@@ -180,11 +180,6 @@ def loop_projection(cfg, Y, m, N, kind, weight, K):
             rows = [Y[t] for t in range(j * w, min((j + 1) * w, N)) if m[t] == 1]
             if rows:
                 out[j] = np.max(np.stack(rows), axis=0)
-    elif kind == "stride":
-        w = n // K
-        for j in range(K):
-            if j * w < N:
-                out[j] = Y[j * w]
     return out
 
 
@@ -510,7 +505,7 @@ def main():
     cases.append(("standard causal", base_config(attention="standard", causal=True), False))
     seed = 0
     for sharing in ("none", "headwise", "kv", "layerwise"):
-        for proj in ("linear", "mean_pool", "max_pool", "conv", "stride"):
+        for proj in ("linear", "mean_pool", "max_pool", "conv"):
             seed += 1
             norm = "pre" if seed % 2 else "post"
             k = 4 if sharing == "layerwise" else [4, 2]

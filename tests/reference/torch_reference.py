@@ -138,7 +138,7 @@ _INT_KEYS = ["vocab_size", "max_len", "d_model", "n_heads", "d_ff", "n_layers",
 _CHOICES = {
     "attention": ("standard", "linformer"),
     "sharing": ("none", "headwise", "kv", "layerwise"),
-    "projection": ("linear", "mean_pool", "max_pool", "conv", "stride"),
+    "projection": ("linear", "mean_pool", "max_pool", "conv"),
     "norm": ("post", "pre"),
     "classifier_pooling": ("first", "mean"),
 }
@@ -369,12 +369,6 @@ def project(Y, mask, kind, weight, K, n):
         full = torch.cat([torch.where(real, Y, neg[:, :, :N]), neg[:, :, N:]], dim=2)
         m = full.reshape(B, H, K, w, Dh).max(dim=3).values
         return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    if kind == "stride":
-        # row j = the first position of window j, t = j w (zero when t >= N; padded rows of Y
-        # are zero already)
-        w = n // K
-        full = torch.cat([Y, torch.zeros(B, H, n - N, Dh, dtype=Y.dtype)], dim=2)  # [B,H,n,Dh]
-        return full[:, :, ::w, :]
     if kind == "linear":
         E = weight
     elif kind == "mean_pool":
