@@ -109,7 +109,7 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
       // The f32 input passed beside it is zero: a result from it would be all zeros.
       const std::vector<float> zeros(x.size(), 0.f);
       std::vector<float> pre(rows * Wc);
-      pl.apply(pre.data(), zeros.data(), rows, nullptr, Epi::store, x16.data());
+      pl.apply(pre.data(), ActIn(zeros.data(), x16.data()), rows, nullptr, Epi::store);
       EXPECT_LT(test::rel_error(pre.data(), want.data(), pre.size()), 2e-6) << "seed " << seed;
     }
   }
@@ -132,7 +132,7 @@ TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
   pl.pack(W.data(), N, K, ComputeType::bf16);
   for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
     std::vector<float> want(rows * N);
-    pl.apply(want.data(), nullptr, rows, bias, Epi::store, x16.data());
+    pl.apply(want.data(), ActIn(nullptr, x16.data()), rows, bias, Epi::store);
     std::vector<uint16_t> out(rows * N, 0xFFFF);
     pl.apply_bf16(out.data(), x16.data(), rows, bias);
     int64_t exact = 0;

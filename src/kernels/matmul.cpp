@@ -201,6 +201,12 @@ const Product& plain_product(const ProductKey& k) {
   return cached<ProductKey, build_plain_product>(k);
 }
 
+// The operands' bf16 copies (either may be null: rounded by the product).
+struct Bf16Inputs {
+  const uint16_t* a = nullptr;
+  const uint16_t* b = nullptr;
+};
+
 // C = alpha op(A) op(B) (+ bias) + beta C with bf16 inputs through a cached oneDNN matmul
 // primitive; operands not given rounded in `pre` are rounded into per-thread buffers.
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -242,8 +248,10 @@ bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {
 }
 
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc, const Bf16Inputs& pre, const float* bias) {
+          ActIn a, int64_t lda, ActIn b, int64_t ldb, float beta, float* C, int64_t ldc,
+          const float* bias) {
+  const float *A = a.f, *B = b.f;
+  const Bf16Inputs pre{a.h, b.h};
   LF_DCHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
   LF_DCHECK(!bias || (alpha == 1.f && beta == 0.f), "gemm: a bias needs alpha = 1 and beta = 0");
   LF_DCHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
@@ -349,9 +357,12 @@ const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, 
 }
 
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
-                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre,
-                  uint16_t* C16) {
+                  int64_t N, int64_t K, float alpha, ActIn a_in, BatchLayout la, ActIn b_in,
+                  BatchLayout lb, float beta, Act c, BatchLayout lc) {
+  const float *A = a_in.f, *B = b_in.f;
+  const Bf16Inputs pre{a_in.h, b_in.h};
+  float* C = c.f;
+  uint16_t* C16 = c.h;
   LF_DCHECK(!C16 || beta == 0.f, "gemm_batched: a bf16 output takes no beta");
   LF_DCHECK(
       nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) && (C || C16),

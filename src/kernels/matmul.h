@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/buffer.h"
+#include "kernels/operand.h"
 #include "linformer/compute_type.h"
 
 namespace lf {
@@ -30,30 +31,23 @@ void widen_bf16(float* dst, const uint16_t* src, int64_t n);
 // (not "0") on a CPU without a bf16 matmul in oneDNN. Every product that would run in bf16
 // then widens its bf16 operands to f32 (exactly), multiplies in f32 and rounds a bf16 output,
 // so that the bf16 code paths run (slowly, with results close to but not bitwise those of
-// native bf16) on any CPU: a test mode, see docs/testing.md.
+// native bf16) on any CPU: a test mode (README, "Building by hand").
 bool bf16_emulated();
-
-// Operands of a bf16 product already rounded to bfloat16, so that a product does not round
-// them again: an operand used by several products (a weight during a training step, an
-// output gradient feeding both of a linear map's gradient products) is rounded once. Each is
-// the f32 operand's stored matrix (M x K or K x M for A, as trans_a says), densely (leading
-// dimension = its stored column count); null: rounded from the f32 operand.
-struct Bf16Inputs {
-  const uint16_t* a = nullptr;
-  const uint16_t* b = nullptr;
-};
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
-// once per shape and thread and cached. `pre` only serves products that run in bf16; an f32
-// operand may be null only when its rounded copy is given and the product runs in bf16
-// (gemm_runs_bf16; smaller products use the f32 operands). bias [N] (only with
-// alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue, or for sgemm
-// copied into C before the product adds onto it.
+// once per shape and thread and cached. An operand's bf16 copy (A.h, B.h: its stored matrix
+// rounded, densely: leading dimension = its stored column count) serves a product that runs
+// in bf16 instead of rounding the f32 operand again (an operand used by several products is
+// rounded once: a weight during a training step, an output gradient feeding both of a linear
+// map's gradient products); the f32 operand may be null only when its copy is given and the
+// product runs in bf16 (gemm_runs_bf16; smaller products use the f32 operands). bias [N]
+// (only with alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue, or
+// for sgemm copied into C before the product adds onto it.
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc, const Bf16Inputs& pre = {}, const float* bias = nullptr);
-// Whether gemm(t, ...) of this size runs in bf16 (and so would use Bf16Inputs).
+          ActIn A, int64_t lda, ActIn B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const float* bias = nullptr);
+// Whether gemm(t, ...) of this size runs in bf16 (and so would read the operands' bf16 copies).
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K);
 
 // Where one operand of a batched product keeps its matrices: matrix (b, h) starts at
@@ -69,16 +63,16 @@ struct BatchLayout {
 // one oneDNN matmul over the batch, each operand rounded once over the span it occupies; in
 // f32 one sgemm per matrix, the threads splitting the batch. Shapes as in gemm(); C has no
 // zero batch stride. Call outside parallel regions.
-// `pre`: operands already rounded with round_batch_bf16 (the same layout), for an operand
-// shared by two products or kept only in bf16; used when the product runs in bf16. An f32
-// operand may be null when its rounded copy is given: a product that runs in f32 then widens
-// the copy.
-// C16 (or null): the output written in bf16 instead, in C's layout (C may then be null; beta
-// must be 0): by the product itself when it runs in bf16, else rounded matrix by matrix.
+// A.h, B.h: the operands already rounded with round_batch_bf16 (the same layout), for an
+// operand shared by two products or kept only in bf16; used when the product runs in bf16. An
+// f32 operand may be null when its rounded copy is given: a product that runs in f32 then
+// widens the copy.
+// C.h (or null): the output written in bf16 instead, in the layout lc (C.f is then unused and
+// may be null; beta must be 0): by the product itself when it runs in bf16, else rounded
+// matrix by matrix.
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, const float* A, BatchLayout la, const float* B,
-                  BatchLayout lb, float beta, float* C, BatchLayout lc, const Bf16Inputs& pre = {},
-                  uint16_t* C16 = nullptr);
+                  int64_t N, int64_t K, float alpha, ActIn A, BatchLayout la, ActIn B,
+                  BatchLayout lb, float beta, Act C, BatchLayout lc);
 // Whether gemm_batched(t, nb, nh, ..., M, N, K, ...) runs in bf16.
 bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N, int64_t K);
 // An operand of gemm_batched (nb x nh matrices of rows x cols as stored, in layout l) rounded
@@ -132,10 +126,9 @@ class PackedLinear {
   static size_t packed_bytes(int64_t out_features, int64_t in_features, ComputeType type);
 
   // out [rows, out_features] (leading dimension out_features) from x [rows, in_features];
-  // bias [out_features] or null. x16 (bf16 only, or null): x already rounded to bfloat16
-  // (dense), used instead of rounding x again (x may then be null).
-  void apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
-             const uint16_t* x16 = nullptr) const;
+  // bias [out_features] or null. x.h (bf16 weights only, or null): x already rounded to
+  // bfloat16 (dense), used instead of rounding x.f again (which may then be null).
+  void apply(float* out, ActIn x, int64_t rows, const float* bias, Epilogue e) const;
   // The same product with the rows in tiles of exactly `tile` rows, each through the one
   // single-threaded primitive of (tile, epilogue, bias) (a last partial tile runs on a
   // zero-padded copy of its rows), the tiles shared among the threads when called outside a

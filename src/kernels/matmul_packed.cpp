@@ -183,8 +183,9 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
   return type == ComputeType::bf16 ? kMaxRows * in_features * sizeof(uint16_t) : 0;
 }
 
-void PackedLinear::apply(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
-                         const uint16_t* x16) const {
+void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e) const {
+  const float* x = in.f;
+  const uint16_t* x16 = in.h;
   LF_DCHECK(rows <= 0 || (out && (x || (x16 && type() == ComputeType::bf16))),
             "packed linear: null input or output for ", rows, " rows");
   if (row_tile_ > 0) {

@@ -37,7 +37,8 @@ void linear_forward(float* out, ActIn in, const Weight& weight, const float* b, 
   LF_DCHECK(d.rows == 0 || (out && (inp || (bf16 && inp16)) && W),
             "linear_forward: null out, input or weight");
   if (packed_for(Wt.forward, bf16)) {
-    Wt.forward->apply(out, inp, d.rows, b, PackedLinear::Epilogue::store, bf16 ? inp16 : nullptr);
+    Wt.forward->apply(out, ActIn(inp, bf16 ? inp16 : nullptr), d.rows, b,
+                      PackedLinear::Epilogue::store);
     return;
   }
   // A bf16 product adds the bias in its epilogue; for sgemm out starts as the bias rows.
@@ -48,8 +49,8 @@ void linear_forward(float* out, ActIn in, const Weight& weight, const float* b, 
       for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
     });
   }
-  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, W, d.in, b && !fused ? 1.f : 0.f,
-       out, d.out, Bf16Inputs{inp16, Wt.plain}, fused ? b : nullptr);
+  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, ActIn(inp, inp16), d.in, ActIn(W, Wt.plain),
+       d.in, b && !fused ? 1.f : 0.f, out, d.out, fused ? b : nullptr);
 }
 
 namespace {
@@ -113,16 +114,15 @@ void linear_backward(const LinearGrads& grads, ActIn dy, ActIn x, const Weight& 
   // The weight gradient first, while the output gradient just rounded is still in cache (its
   // reduction over the rows suffers most from operands read from memory).
   if (dW)
-    gemm(prec, true, false, out_f, in, rows, 1.f, dout, out_f, inp, in, 1.f, dW, in,
-         Bf16Inputs{g16, inp16});
+    gemm(prec, true, false, out_f, in, rows, 1.f, ActIn(dout, g16), out_f, ActIn(inp, inp16), in,
+         1.f, dW, in);
   if (dinp && packed_for(Wt.backward, gemm_runs_bf16(prec, rows, in, out_f)))
     Wt.backward->apply(
-        dinp, dout, rows, nullptr,
-        into == GradInto::add ? PackedLinear::Epilogue::accumulate : PackedLinear::Epilogue::store,
-        g16);
+        dinp, ActIn(dout, g16), rows, nullptr,
+        into == GradInto::add ? PackedLinear::Epilogue::accumulate : PackedLinear::Epilogue::store);
   else if (dinp)
-    gemm(prec, false, false, rows, in, out_f, 1.f, dout, out_f, W, in,
-         into == GradInto::add ? 1.f : 0.f, dinp, in, Bf16Inputs{g16, Wt.plain});
+    gemm(prec, false, false, rows, in, out_f, 1.f, ActIn(dout, g16), out_f, ActIn(W, Wt.plain), in,
+         into == GradInto::add ? 1.f : 0.f, dinp, in);
   if (db) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {

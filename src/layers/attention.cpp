@@ -130,9 +130,9 @@ BatchLayout dense_layout(int64_t cols) { return {0, 0, cols}; }
 // Q [N, Dh] and K [Lk, Dh] dense bf16.
 void tile_probs(float* P, const uint16_t* Q, const uint16_t* K, const float* key_mask,
                 const AttnDims& d, int64_t b, float scale) {
-  gemm_batched(ComputeType::bf16, 1, 1, false, true, d.N, d.Lk, d.Dh, 1.f, nullptr,
-               dense_layout(d.Dh), nullptr, dense_layout(d.Dh), 0.f, P, dense_layout(d.Lk),
-               Bf16Inputs{Q, K});
+  gemm_batched(ComputeType::bf16, 1, 1, false, true, d.N, d.Lk, d.Dh, 1.f, ActIn(nullptr, Q),
+               dense_layout(d.Dh), ActIn(nullptr, K), dense_layout(d.Dh), 0.f, P,
+               dense_layout(d.Lk));
   softmax_tile(P, d, b, scale, key_mask);
 }
 
@@ -181,9 +181,9 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysVal
       dropout_round(P16, P, nullptr, N * Lk, p_drop, seed,
                     rng_stream(stream, (first_b + b) * d.H + h));
       // ctx = P16 V, densely in bf16, then into the head's columns.
-      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dense_layout(Lk),
-                   nullptr, dense_layout(Dh), 0.f, nullptr, dense_layout(Dh),
-                   Bf16Inputs{P16, gather_head(tb.v, v16 + ko, Lk, Dh, D)}, C16);
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, ActIn(nullptr, P16),
+                   dense_layout(Lk), ActIn(nullptr, gather_head(tb.v, v16 + ko, Lk, Dh, D)),
+                   dense_layout(Dh), 0.f, Act(nullptr, C16), dense_layout(Dh));
       place_head(ctx16 + qo, C16, N, Dh, D, false);
     }
   });
@@ -236,20 +236,20 @@ void attention_backward_tiles(const AttnGrads& g, ActIn dctx_in, ActIn q_in, con
       tile_probs(P, Q, K, key_mask, d, b, scale);
       // dP = dctx V^T; then forward's bf16 probabilities after dropout and dP through the
       // dropout, under one draw of the mask.
-      gemm_batched(ComputeType::bf16, 1, 1, false, true, N, Lk, Dh, 1.f, nullptr, dh, nullptr, dh,
-                   0.f, dP, dt, Bf16Inputs{G, V});
+      gemm_batched(ComputeType::bf16, 1, 1, false, true, N, Lk, Dh, 1.f, ActIn(nullptr, G), dh,
+                   ActIn(nullptr, V), dh, 0.f, dP, dt);
       dropout_round(P16, P, dP, tile, p_drop, seed, st);
       // dV = P16^T dctx
-      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, nullptr, dt, nullptr, dh,
-                   0.f, out, dh, Bf16Inputs{P16, G});
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, ActIn(nullptr, P16), dt,
+                   ActIn(nullptr, G), dh, 0.f, out, dh);
       place_head(dvv + ko, out, Lk, Dh, D, add);
       // The score gradients, rounded.
       softmax_backward(dP, P, dP, N, Lk, scale, false);
       uint16_t* dS16 = P16;
       vm::to_bf16_n(dS16, dP, tile);
       // dQ = dS K, dK = dS^T Q
-      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, nullptr, dt, nullptr, dh,
-                   0.f, out, dh, Bf16Inputs{dS16, K});
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, ActIn(nullptr, dS16), dt,
+                   ActIn(nullptr, K), dh, 0.f, out, dh);
       if (rq) {
         float* cs = part + thread_id() * D + h * Dh;
         for (int64_t r = 0; r < N; ++r)
@@ -257,8 +257,8 @@ void attention_backward_tiles(const AttnGrads& g, ActIn dctx_in, ActIn q_in, con
       } else {
         place_head(dq + qo, out, N, Dh, D, add);
       }
-      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, nullptr, dt, nullptr, dh,
-                   0.f, out, dh, Bf16Inputs{dS16, Q});
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, ActIn(nullptr, dS16), dt,
+                   ActIn(nullptr, Q), dh, 0.f, out, dh);
       place_head(dkk + ko, out, Lk, Dh, D, add);
     }
   });
@@ -278,9 +278,9 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
     float* P = probs + (k.b0 * d.H + k.h0) * tile;
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q ? q + qo : nullptr,
-                 rows_layout(d, d.N), kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d),
-                 Bf16Inputs{q16 ? q16 + qo : nullptr, nullptr});
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f,
+                 ActIn(q ? q + qo : nullptr, q16 ? q16 + qo : nullptr), rows_layout(d, d.N),
+                 kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d));
     const bool drop = p_drop > 0.f;
     // bf16: the tile that multiplies V rounded while it is in cache, kept for backward.
     uint16_t* P16 =
@@ -297,15 +297,16 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
       }
     });
     if (P16) {
-      gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, P, probs_layout(d),
-                   vv + ko, rows_layout(d, d.Lk), 0.f, ctx ? ctx + qo : nullptr,
-                   rows_layout(d, d.N), Bf16Inputs{P16 + (k.b0 * d.H + k.h0) * tile, nullptr},
-                   ctx16 ? ctx16 + qo : nullptr);
+      gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f,
+                   ActIn(P, P16 + (k.b0 * d.H + k.h0) * tile), probs_layout(d), vv + ko,
+                   rows_layout(d, d.Lk), 0.f,
+                   Act(ctx ? ctx + qo : nullptr, ctx16 ? ctx16 + qo : nullptr),
+                   rows_layout(d, d.N));
       return;
     }
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, drop ? scratch : P,
                  drop ? block_layout(d, k) : probs_layout(d), vv + ko, rows_layout(d, d.Lk), 0.f,
-                 ctx ? ctx + qo : nullptr, rows_layout(d, d.N), {}, ctx16 ? ctx16 + qo : nullptr);
+                 Act(ctx ? ctx + qo : nullptr, ctx16 ? ctx16 + qo : nullptr), rows_layout(d, d.N));
   });
 }
 
@@ -406,11 +407,11 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
     const uint16_t* dctx16_b =
         dctx16 ? dctx16 + qo
                : (bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx_b) : nullptr);
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, dctx_b, q_l, vv + ko, k_l,
-                 0.f, dP, blk, Bf16Inputs{dctx16_b, nullptr});
-    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, drop && !P16 ? Pd : P,
-                 drop && !P16 ? blk : probs_layout(d), dctx_b, q_l, beta, dvv + ko, k_l,
-                 Bf16Inputs{P16, dctx16_b});
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, ActIn(dctx_b, dctx16_b), q_l,
+                 vv + ko, k_l, 0.f, dP, blk);
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f,
+                 ActIn(drop && !P16 ? Pd : P, P16), drop && !P16 ? blk : probs_layout(d),
+                 ActIn(dctx_b, dctx16_b), q_l, beta, dvv + ko, k_l);
     // In bf16 the score gradients are rounded tile by tile right after softmax's backward,
     // while each tile is in cache (the block is dense: tile i at i * tile, as in dP).
     uint16_t* dp16 = bf16 ? dp_buf.grow(k.nb * k.nh * tile) : nullptr;
@@ -423,10 +424,10 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
         if (dp16) vm::to_bf16_n(dp16 + i * tile, g, tile);
       }
     });
-    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dP, blk, kk + ko, k_l, beta,
-                 dq + qo, q_l, Bf16Inputs{dp16, nullptr});
-    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dP, blk, q ? q + qo : nullptr,
-                 q_l, beta, dkk + ko, k_l, Bf16Inputs{dp16, q16 ? q16 + qo : nullptr});
+    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, ActIn(dP, dp16), blk,
+                 kk + ko, k_l, beta, dq + qo, q_l);
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, ActIn(dP, dp16), blk,
+                 ActIn(q ? q + qo : nullptr, q16 ? q16 + qo : nullptr), q_l, beta, dkk + ko, k_l);
   });
 }
 

@@ -108,8 +108,8 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActI
       }
     });
   }
-  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx}, 0.f,
-               out, BatchLayout{K * ldo, 0, ldo}, Bf16Inputs{nullptr, x16});
+  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, ActIn(x, x16),
+               BatchLayout{N * ldx, 0, ldx}, 0.f, out, BatchLayout{K * ldo, 0, ldo});
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
@@ -131,18 +131,18 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
                                : nullptr;
   if (dx)
     gemm_batched(prec, B, 1, true, false, N, C, K, 1.f, mask ? Ebm : E,
-                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout, lout, 1.f, dx, lx,
-                 Bf16Inputs{nullptr, dout16});
+                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, ActIn(dout, dout16),
+                 lout, 1.f, dx, lx);
   if (!dE) return;
   if (!mask) {
     // dE[:, :N] += sum_b dout_b x_b^T + (sum_b dem_b) 1^T: the products accumulate into one
     // dense K x N block of scratch (in cache), then one pass adds it to dE. (gemm takes the
     // rounded operands when they are dense.)
     for (int64_t b = 0; b < B; ++b)
-      gemm(prec, false, true, K, N, C, 1.f, dout + b * lout.sb, ldo, x + b * lx.sb, ldx,
-           b ? 1.f : 0.f, scratch, N,
-           Bf16Inputs{dout16 && ldo == C ? dout16 + b * lout.sb : nullptr,
-                      x16 && ldx == C ? x16 + b * lx.sb : nullptr});
+      gemm(prec, false, true, K, N, C, 1.f,
+           ActIn(dout + b * lout.sb, dout16 && ldo == C ? dout16 + b * lout.sb : nullptr), ldo,
+           ActIn(x + b * lx.sb, x16 && ldx == C ? x16 + b * lx.sb : nullptr), ldx, b ? 1.f : 0.f,
+           scratch, N);
     parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         float e = 0.f;
@@ -157,8 +157,8 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
     return;
   }
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
-  gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, dout, lout, x, lx, 0.f, scratch,
-               BatchLayout{K * N, 0, N}, Bf16Inputs{dout16, x16});
+  gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, ActIn(dout, dout16), lout, ActIn(x, x16), lx,
+               0.f, scratch, BatchLayout{K * N, 0, N});
   parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       float* g = dE + j * ldE;

@@ -23,8 +23,8 @@ struct Prod {
 };
 
 // The kernel under test for one product; A, B, C, bias at the product's offsets.
-using ProdRun = std::function<void(const Prod&, const float* A, const float* B, float* C,
-                                   const float* bias)>;
+using ProdRun =
+    std::function<void(const Prod&, const float* A, const float* B, float* C, const float* bias)>;
 
 // A sweep of products over pools of A, B, C0 and bias: out is every C (padding included,
 // which must keep C0's sentinel), one after another.
@@ -43,7 +43,9 @@ OpCase gemm_sweep(const std::string& name, ComputeType t, const std::vector<Prod
     oc += p.c_size();
     c.flops += 2.0 * p.M * p.N * p.K;
   }
-  c.in = {{"A", rnd(na, seed)}, {"B", rnd(nb, seed + 1)}, {"C", C0, false},
+  c.in = {{"A", rnd(na, seed)},
+          {"B", rnd(nb, seed + 1)},
+          {"C", C0, false},
           {"bias", rnd(nbias, seed + 3)}};
   c.out_size = nc;
   c.shape = ps.size() == 1 ? std::to_string(ps[0].M) + "x" + std::to_string(ps[0].N) + "x" +
@@ -77,8 +79,7 @@ OpCase gemm_sweep(const std::string& name, ComputeType t, const std::vector<Prod
 
 ProdRun gemm_run(ComputeType t) {
   return [t](const Prod& p, const float* A, const float* B, float* C, const float* bias) {
-    gemm(t, p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, p.lda(), B, p.ldb(), p.beta, C, p.ldc(), {},
-         bias);
+    gemm(t, p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, p.lda(), B, p.ldb(), p.beta, C, p.ldc(), bias);
   };
 }
 
@@ -136,12 +137,12 @@ OpCase gemm_naive_case(bool perf) {
     for (int tb = 0; tb < 2; ++tb)
       perf ? ps.push_back({ta != 0, tb != 0, 128, 128, 128})
            : ps.push_back({ta != 0, tb != 0, 13, 11, 17, 3, -1.7f, 0.6f});
-  return gemm_sweep("gemm_naive", ComputeType::f32, ps,
-                    [](const Prod& p, const float* A, const float* B, float* C, const float*) {
-                      gemm_naive(p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, p.lda(), B, p.ldb(),
-                                 p.beta, C, p.ldc());
-                    },
-                    300);
+  return gemm_sweep(
+      "gemm_naive", ComputeType::f32, ps,
+      [](const Prod& p, const float* A, const float* B, float* C, const float*) {
+        gemm_naive(p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, p.lda(), B, p.ldb(), p.beta, C, p.ldc());
+      },
+      300);
 }
 
 // Batched products: attention's heads side by side in a row (as in [B, N, H * Dh]), an
@@ -174,11 +175,12 @@ CaseMaker gemm_batched_case(ComputeType t) {
     set_precision(c, t);
     if (t == ComputeType::bf16) c.min_err = 1e-6;
     const Batched& s = bs[0];
-    c.shape = std::to_string(s.nb) + "x" + std::to_string(s.nh) + "x" + std::to_string(s.M) +
-              "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+    c.shape = std::to_string(s.nb) + "x" + std::to_string(s.nh) + "x" + std::to_string(s.M) + "x" +
+              std::to_string(s.N) + "x" + std::to_string(s.K);
     const size_t na = s.nb * s.ar() * s.la().ld, nbb = s.nb * s.br() * s.lb().ld,
                  nc = s.nb * s.M * s.lc().ld;
-    c.in = {{"A", rnd(na * bs.size(), 11)}, {"B", rnd(nbb * bs.size(), 12)},
+    c.in = {{"A", rnd(na * bs.size(), 11)},
+            {"B", rnd(nbb * bs.size(), 12)},
             {"C", rnd(nc * bs.size(), 13), false}};
     c.out_size = nc * bs.size();
     c.flops = 2.0 * s.nb * s.nh * s.M * s.N * s.K * bs.size();
@@ -198,9 +200,10 @@ CaseMaker gemm_batched_case(ComputeType t) {
         for (int64_t b = 0; b < p.nb; ++b)
           for (int64_t h = 0; h < p.nh; ++h) {
             const int64_t co = i * nc + b * lc.sb + h * lc.sh;
-            ref_matmul(out + co, p.ta, p.tb, p.M, p.N, p.K, 0.5, ptr(in, 0) + i * na + b * la.sb +
-                       h * la.sh, la.ld, ptr(in, 1) + i * nbb + b * lb.sb + h * lb.sh, lb.ld, 0.25,
-                       ptr(in, 2) + co, lc.ld);
+            ref_matmul(out + co, p.ta, p.tb, p.M, p.N, p.K, 0.5,
+                       ptr(in, 0) + i * na + b * la.sb + h * la.sh, la.ld,
+                       ptr(in, 1) + i * nbb + b * lb.sb + h * lb.sh, lb.ld, 0.25, ptr(in, 2) + co,
+                       lc.ld);
           }
       }
     };
@@ -210,8 +213,7 @@ CaseMaker gemm_batched_case(ComputeType t) {
 
 // A rounding kernel f32 -> bf16: out = the widened bf16 values; reference rounds to nearest
 // even (bf16_bits). src [n] in the input; kernel(dst16, src) fills `dense` bf16 values.
-OpCase rounding_case(const std::string& name, const std::string& shape, size_t n_src,
-                     size_t dense,
+OpCase rounding_case(const std::string& name, const std::string& shape, size_t n_src, size_t dense,
                      std::function<void(uint16_t* dst, const float* src)> kernel,
                      std::function<size_t(size_t)> src_of) {
   OpCase c;
@@ -245,8 +247,8 @@ OpCase to_bf16_case(bool perf) {
 OpCase round_bf16_case(bool perf) {
   const int64_t n = perf ? 1 << 22 : 100003;
   OpCase c = rounding_case(
-      "round_bf16", std::to_string(n), n, n, [=](uint16_t* d, const float* x) { round_bf16(d, x, n); },
-      [](size_t i) { return i; });
+      "round_bf16", std::to_string(n), n, n,
+      [=](uint16_t* d, const float* x) { round_bf16(d, x, n); }, [](size_t i) { return i; });
   return c;
 }
 
@@ -260,9 +262,9 @@ OpCase round_batch_case(bool perf) {
     return size_t((m / nh) * l.sb + (m % nh) * l.sh + r * l.ld + col);
   };
   OpCase c = rounding_case(
-      "round_batch_bf16", std::to_string(nb * nh) + "x" + std::to_string(rows) + "x" +
-                              std::to_string(cols),
-      nb * l.sb, nb * nh * per,
+      "round_batch_bf16",
+      std::to_string(nb * nh) + "x" + std::to_string(rows) + "x" + std::to_string(cols), nb * l.sb,
+      nb * nh * per,
       [=](uint16_t* d, const float* x) {
         Buffer<uint16_t> buf;
         const uint16_t* r = round_batch_bf16(buf, nb, nh, rows, cols, l, x);

@@ -260,7 +260,7 @@ CaseMaker packed_transposed_case(ComputeType t) {
       p.apply(out, ptr(in, 0), R, nullptr, Epi::store);
       if (parts < 2) return;
       const std::vector<uint16_t> x16 = to16(ptr(in, 0), R * Kin);
-      p.apply(out + R * Nout, nullptr, R, nullptr, Epi::store, x16.data());
+      p.apply(out + R * Nout, ActIn(nullptr, x16.data()), R, nullptr, Epi::store);
     };
     c.reference = [=](const Inputs& in, double* out) {
       for (int64_t i = 0; i < parts; ++i)
