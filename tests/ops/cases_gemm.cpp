@@ -2,6 +2,8 @@
 // leading dimensions, bias, the tall weight-gradient shapes), gemm_naive, gemm_batched, and
 // the f32 -> bf16 roundings. The products have no backward of their own (linear's is in
 // cases_linear.cpp).
+#include <algorithm>
+
 #include "kernels/matmul.h"
 #include "ops/harness.h"
 
@@ -177,8 +179,14 @@ CaseMaker gemm_batched_case(ComputeType t) {
     const Batched& s = bs[0];
     c.shape = std::to_string(s.nb) + "x" + std::to_string(s.nh) + "x" + std::to_string(s.M) + "x" +
               std::to_string(s.N) + "x" + std::to_string(s.K);
-    const size_t na = s.nb * s.ar() * s.la().ld, nbb = s.nb * s.br() * s.lb().ld,
-                 nc = s.nb * s.M * s.lc().ld;
+    // Each product's operands get a slice of the largest footprint among them (the transposes
+    // change the stored shapes and leading dimensions).
+    size_t na = 0, nbb = 0, nc = 0;
+    for (const Batched& p : bs) {
+      na = std::max<size_t>(na, p.nb * p.ar() * p.la().ld);
+      nbb = std::max<size_t>(nbb, p.nb * p.br() * p.lb().ld);
+      nc = std::max<size_t>(nc, p.nb * p.M * p.lc().ld);
+    }
     c.in = {{"A", rnd(na * bs.size(), 11)},
             {"B", rnd(nbb * bs.size(), 12)},
             {"C", rnd(nc * bs.size(), 13), false}};
