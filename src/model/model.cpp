@@ -26,8 +26,8 @@ void check_forward_shape(const Config& c, int64_t B, int64_t N) {
   // Generous bounds of the largest products the engine forms (floats per layer of the
   // widest activations, the attention scores, the head's logits), in double: they cannot wrap.
   int64_t lk = N;
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    lk = std::max(lk, attention_path(c).projected_length(c, l));
+  const AttentionPath& kind = attention_path(c);
+  for (int64_t l = 0; l < c.n_layers; ++l) lk = std::max(lk, kind.projected_length(c, l));
   const double rows = static_cast<double>(B) * static_cast<double>(N);
   const double widest = static_cast<double>(
       std::max({c.d_model, c.d_ff, c.vocab_size, c.num_classes, c.n_heads * lk}));
