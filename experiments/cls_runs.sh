@@ -5,6 +5,7 @@
 # experiments/imdb_memory.sh measures memory and time against n up to 4096.
 #   experiments/cls_runs.sh [LINFORMER_BINARY]        (default build/linformer)
 # Each run writes runs/cls/NAME/ (metrics.jsonl, best/, eval.json) and runs/cls/NAME.log.
+# ONLY (names, default all): do only these runs.
 set -euo pipefail
 LF=${1:-build/linformer}
 DATA=${DATA:-../shared/data}
@@ -18,6 +19,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 run() {  # NAME ARGS...: finetune (skipped when done), then evaluate the best model on dev
   local name=$1; shift
   local dev=$1; shift
+  [[ -z "${ONLY:-}" || " $ONLY " == *" $name "* ]] || return 0
   if [ ! -f "$OUT/$name/eval.json" ]; then
     [ -d "$OUT/$name" ] && rm -rf "${OUT:?}/$name"
     if ! /usr/bin/time -v "$LF" finetune --out "$OUT/$name" --dev "$dev" "$@" \

@@ -3,7 +3,8 @@
 # encoder (4 layers, d 256, 4 heads, d_ff 1024) with standard attention and with Linformer
 # for several k, sharing modes and sequence lengths, all with the same number of tokens.
 # Usage: experiments/ptb_sweep.sh [BUILD_DIR] [OUT_DIR] [JOBS]
-#   DATA=path/to/ptb (default ../shared/data/ptb), STEPS (default 300).
+#   DATA=path/to/ptb (default ../shared/data/ptb), STEPS (default 300), RUNS (the names of the
+#   runs to do, default every one of the table below).
 # Runs JOBS trainings at a time, each on 1 thread (OMP_NUM_THREADS=1 per process: on this
 # 2-core machine two single-thread runs finish sooner than one two-thread run after another).
 set -euo pipefail
@@ -34,6 +35,7 @@ runs=(
 )
 run_one() {
   local name=$1 att=$2 k=$3 sharing=$4 n=$5 batch=$6
+  [[ -z "${RUNS:-}" || " $RUNS " == *" $name "* ]] || return 0
   local cfg="$OUT/configs/$name.json"
   cat > "$cfg" <<JSON
 {"max_len": $n, "d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 4,
