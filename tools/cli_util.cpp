@@ -99,10 +99,14 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
       ->group(group);
 }
 
-void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help) {
+void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
+                          bool inference) {
+  const std::vector<std::string> choices =
+      inference ? std::vector<std::string>{"f32", "bf16", "int8"}
+                : std::vector<std::string>{"f32", "bf16"};
   auto* p = cmd->add_option_function<std::string>(
                    "--precision", [t](const std::string& s) { *t = parse_compute_type(s); }, help)
-                ->check(CLI::IsMember({"f32", "bf16"}))
+                ->check(CLI::IsMember(choices))
                 ->default_str("f32")
                 ->group(group);
   auto* alias = cmd->add_flag_callback(
@@ -115,14 +119,29 @@ void add_train_compute_option(CLI::App* cmd, ComputeType* t) {
   add_precision_option(cmd, t, "Optimiser",
                        "f32, or bf16: mixed precision, bf16 matrix products (AVX-512; "
                        "AVX512-BF16 or AMX run them natively), f32 master weights, gradients "
-                       "and optimiser (docs/training.md)");
+                       "and optimiser (docs/training.md); int8 is for inference only",
+                       false);
 }
 
-void add_compute_option(CLI::App* cmd, ComputeType* t) {
+void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers) {
+  m.set_compute_type(t);
+  m.set_float_layers(float_layers);
+}
+
+void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* float_layers) {
+  cmd->add_option("--float-layers", *float_layers,
+                  "Encoder layers (0-based) whose linear maps stay f32 with --precision int8 or "
+                  "bf16, e.g. --float-layers 0 11 (docs/int8.md)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->group("Speed");
   add_precision_option(cmd, t, "Speed",
-                       "f32, or bf16: the encoder's linear maps in bfloat16 (weights packed "
+                       "f32; bf16: the encoder's linear maps in bfloat16 (weights packed "
                        "once, f32 accumulation; AVX-512, natively on AVX512-BF16 or AMX): about "
-                       "1.8x faster there, outputs within ~1e-2 of f32");
+                       "1.8x faster there, outputs within ~1e-2 of f32; int8: the same maps "
+                       "with int8 weights (a scale per output channel) and inputs quantized per "
+                       "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
+                       "attention, LayerNorm and the heads stay f32 (docs/int8.md)",
+                       true);
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
@@ -136,12 +155,12 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_
   cmd->add_option("--batch-size", o->batch_size, batch_help)
       ->capture_default_str()
       ->check(in_range(1, kMaxCount));
-  add_compute_option(cmd, &o->precision);
+  add_compute_option(cmd, &o->precision, &o->float_layers);
 }
 
 ClassifierBundle load_model_to_run(const ModelRunOptions& o, bool need_labels, int64_t* max_len) {
   ClassifierBundle cb = load_classifier(o.model, need_labels);
-  cb.model->set_compute_type(o.precision);
+  set_precision(*cb.model, o.precision, o.float_layers);
   *max_len = o.max_len > 0 ? o.max_len : cb.task.max_len;
   LF_CHECK(*max_len <= cb.model->config().max_len, "--max-len ", *max_len,
            " exceeds the model's max_len ", cb.model->config().max_len);

@@ -46,12 +46,16 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
                            const char* tokenizer_help, int64_t* vocab_size, const char* vocab_help,
                            std::string* tokenizer_type);
 
-// --precision f32|bf16 into *t, with --bf16 as an alias of --precision bf16, in `group`.
-void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help);
+// --precision f32|bf16 (and int8 when `inference`) into *t, with --bf16 as an alias of
+// --precision bf16, in `group`.
+void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
+                          bool inference);
 // --precision for the training commands (mixed precision, in group Optimiser).
 void add_train_compute_option(CLI::App* cmd, ComputeType* t);
-// --precision for the inference commands (in group Speed).
-void add_compute_option(CLI::App* cmd, ComputeType* t);
+// --precision and --float-layers for the inference commands (in group Speed).
+void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* float_layers);
+// Sets the model's inference precision and the layers kept in f32.
+void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers);
 
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 
@@ -59,6 +63,7 @@ struct ModelRunOptions {
   std::string model, bad_rows = "stop";
   int64_t max_len = 0, batch_size = 32;
   ComputeType precision = ComputeType::f32;
+  std::vector<int64_t> float_layers;  // --float-layers
   BadRows policy() const { return bad_rows == "skip" ? BadRows::skip : BadRows::stop; }
 };
 // --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say what the

@@ -189,6 +189,10 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
      << (meta.value("compute", "f32") == "bf16"
              ? " (linear maps in bf16, packed weights; attention, softmax, LayerNorm in f32); "
                "oneDNN bf16 matmul peak in this run "
+         : meta.value("compute", "f32") == "int8"
+             ? " (linear maps in int8: packed int8 weights, inputs quantized per token, int32 "
+               "accumulation; attention, softmax, LayerNorm in f32); int8 linear-map peak "
+               "(quantize, product, dequantize) in this run "
              : "; oneDNN sgemm peak in this run ")
      << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";
   os << "Time: median of repetitions after a warm-up, at the timed batch (the largest that fits, "
@@ -355,8 +359,11 @@ void add_bench(CLI::App& app) {
                 "Short grid: n 512..4096, k 128 256, 2 layers unless --layers is given");
   cli::add_precision_option(
       cmd, &o->precision, "Options",
-      "f32, or bf16 inference: the linear maps' weights packed once in bfloat16 (AVX-512, "
-      "f32 accumulation); the GEMM peak reference is then the same bf16 product");
+      "f32, bf16 or int8 inference: the linear maps' weights packed once in bfloat16 "
+      "(AVX-512, f32 accumulation) or int8 (a scale per output channel, inputs quantized per "
+      "token); the GEMM peak reference is then the same packed product (for int8 with its "
+      "quantization and dequantization: GOP/s). --train takes f32 or bf16",
+      true);
   cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
   cmd->add_flag("--no-fork", o->no_fork,
                 "Run every configuration in this process (peak RSS is then process-wide)");

@@ -30,6 +30,7 @@ void add_forward(CLI::App& app) {
     std::string model, input, out;
     bool classify = false, no_logits = false;
     ComputeType precision = ComputeType::f32;
+    std::vector<int64_t> float_layers;
     std::vector<int64_t> random_batch;
     uint64_t seed = 0;
   };
@@ -50,7 +51,7 @@ void add_forward(CLI::App& app) {
   cmd->add_option("--out", o->out, "Output safetensors file (replaced atomically)")->required();
   cmd->add_flag("--classify", o->classify, "Also write class_logits from the classification head");
   cmd->add_flag("--no-logits", o->no_logits, "Skip mlm_logits (they are B*N*V floats)");
-  cli::add_compute_option(cmd, &o->precision);
+  cli::add_compute_option(cmd, &o->precision, &o->float_layers);
   cmd->callback([o] {
     LF_CHECK(!o->input.empty() || !o->random_batch.empty(),
              "forward: give --input FILE or --random-batch B N");
@@ -59,7 +60,7 @@ void add_forward(CLI::App& app) {
     lo.init_missing = true;  // then refused below if an output needs what the file lacks
     LoadReport rep;
     auto model = load_model(o->model, lo, &rep);
-    model->set_compute_type(o->precision);
+    cli::set_precision(*model, o->precision, o->float_layers);
     const Config& cfg = model->config();
     std::vector<std::string> lacking;
     for (const std::string& n : rep.initialised) {

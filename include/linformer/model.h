@@ -133,6 +133,11 @@ class Model {
   void set_compute_type(ComputeType t);
   ComputeType compute_type() const;
   void weights_changed();
+  // Encoder layers (0-based) whose linear maps stay f32 in inference whatever the compute type
+  // (int8 or bf16 elsewhere): the layers a model's accuracy is most sensitive to
+  // (docs/int8.md). Throws lf::Error for a layer the model does not have; {} clears.
+  void set_float_layers(const std::vector<int64_t>& layers);
+  std::vector<int64_t> float_layers() const;
 
   // Precision of the products computed on the f32 parameters in place: every product of
   // training (forward, backward, heads) and, in inference, the attention products, sequence

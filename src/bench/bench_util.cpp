@@ -83,11 +83,11 @@ double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
   for (int64_t i = 0; i < N * K; ++i) w[i] = static_cast<float>((i * 5) % 11) * 0.01f;
   c.zero();
   PackedLinear pl;
-  if (t == ComputeType::bf16) pl.pack(w.data(), N, K, t);
+  if (t != ComputeType::f32) pl.pack(w.data(), N, K, t);
   double best = 1e30;
   for (int r = 0; r <= reps; ++r) {
     const double t0 = now_seconds();
-    if (t == ComputeType::bf16)
+    if (t != ComputeType::f32)
       pl.apply(c.data(), a.data(), M, nullptr, PackedLinear::Epilogue::store);
     else
       gemm(ComputeType::f32, false, true, M, N, K, 1.f, a.data(), K, w.data(), K, 0.f, c.data(), N);

@@ -19,6 +19,7 @@
 #include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/dnnl_util.h"
+#include "kernels/precision.h"
 #include "kernels/vec_math.h"
 #include "linformer/error.h"
 
@@ -52,7 +53,8 @@ const dnnl::engine& cpu_engine() {
 ComputeType parse_compute_type(const std::string& name) {
   if (name == "f32") return ComputeType::f32;
   if (name == "bf16") return ComputeType::bf16;
-  fail("precision must be \"f32\" or \"bf16\", got \"", name, "\"");
+  if (name == "int8") return ComputeType::int8;
+  fail("precision must be \"f32\", \"bf16\" or \"int8\", got \"", name, "\"");
 }
 
 namespace {
@@ -74,6 +76,27 @@ bool native_bf16() {
 }
 }  // namespace
 
+bool int8_supported() {
+  static const bool ok = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    try {
+      const dnnl::memory::desc a({64, 64}, dt::s8, tag::ab), b({64, 64}, dt::s8, tag::any),
+          c({64, 64}, dt::s32, tag::ab);
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+bool int8_vnni() {
+  const int isa = static_cast<int>(dnnl_get_effective_cpu_isa());
+  return (isa & 0x40) != 0 || (isa & 0x400) != 0;  // avx512_core_vnni and up, or avx2_vnni
+}
+
 bool bf16_emulated() {
   static const bool on = [] {
     const char* e = std::getenv("LINFORMER_EMULATE_BF16");
@@ -83,10 +106,14 @@ bool bf16_emulated() {
 }
 
 bool compute_type_supported(ComputeType t) {
+  if (t == ComputeType::int8) return int8_supported();
   return t == ComputeType::f32 || native_bf16() || bf16_emulated();
 }
 
 void require_compute_type(ComputeType t) {
+  if (t == ComputeType::int8 && !int8_supported())
+    fail("precision int8: this CPU has no int8 matmul in oneDNN (it needs AVX2 or newer); use "
+         "f32");
   if (!compute_type_supported(t))
     fail("precision ", compute_type_name(t), ": this CPU has no ", compute_type_name(t),
          " matmul in oneDNN (bf16 needs AVX-512: AVX512-BF16 or AMX, or plain AVX-512F through "
@@ -243,8 +270,24 @@ bool f32_matmul_faster(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
+const Precision& precision(ComputeType t) {
+  using P = Precision;
+  static const Precision rows[] = {
+      {ComputeType::f32, true, ComputeType::f32, 0, P::Weights::f32, P::Input::as_is,
+       P::Accumulator::f32, PackedLinear::kMaxRowsDirect},
+      {ComputeType::bf16, true, ComputeType::bf16, int64_t{1} << 19, P::Weights::bf16,
+       P::Input::round_bf16, P::Accumulator::f32, PackedLinear::kMaxRows},
+      {ComputeType::int8, false, ComputeType::f32, 0, P::Weights::int8_per_channel,
+       P::Input::quantize_per_row, P::Accumulator::s32_dequantized, 256},
+  };
+  for (const Precision& p : rows)
+    if (p.type == t) return p;
+  fail("unknown precision ", static_cast<int>(t));
+}
+
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {
-  return t == ComputeType::bf16 && M * N * K >= (int64_t{1} << 19);
+  const Precision& p = precision(t);
+  return p.plain == ComputeType::bf16 && M * N * K >= p.min_work;
 }
 
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -1,9 +1,13 @@
 // The one matrix-product module: every product of the engine goes through it, with its
-// precision passed per call (ComputeType, see linformer/compute_type.h):
+// precision passed per call (ComputeType, see linformer/compute_type.h) and what that
+// precision means read from one table (kernels/precision.h):
 //   f32   oneDNN sgemm
 //   bf16  inputs rounded to bfloat16 (AVX512-BF16 through oneDNN), products accumulated and
 //         written in f32: mixed precision with f32 master weights. Products under ~1 MFLOP
 //         stay f32, where conversion would cost more than it saves.
+//   int8  packed weights only (PackedLinear): int8 weights with one scale per output channel,
+//         inputs quantized per row, int32 accumulation, dequantized in the epilogue; products
+//         between activations run in f32.
 // Two operand kinds for the right-hand side:
 //   a plain row-major matrix    gemm()          C = alpha op(A) op(B) + beta C
 //   a packed weight             PackedLinear    y = x W^T (+ bias, GELU or accumulate)
@@ -33,6 +37,10 @@ void widen_bf16(float* dst, const uint16_t* src, int64_t n);
 // so that the bf16 code paths run (slowly, with results close to but not bitwise those of
 // native bf16) on any CPU: a test mode (README, "Building by hand").
 bool bf16_emulated();
+// Whether oneDNN has an s8 x s8 -> s32 matmul here (AVX2 and newer), and whether its int8 dot
+// product is VNNI (AVX512-VNNI or AVX-VNNI: no intermediate saturation, int8_weight_max).
+bool int8_supported();
+bool int8_vnni();
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built

@@ -13,6 +13,8 @@
 #include "core/profile.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/matmul.h"
+#include "kernels/precision.h"
+#include "kernels/quantize.h"
 #include "linformer/error.h"
 
 namespace lf {
@@ -22,13 +24,24 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-// The element type of the packed weights and the inputs: f32 also when bf16 is emulated
-// (bf16_emulated(): the weights are then rounded to bf16 and packed widened, and each block's
-// input is rounded and widened, its bf16 output rounded from f32).
+using P = Precision;
+
+// The element type of the packed weights and the inputs (the precision's row): f32 also when
+// bf16 is emulated (bf16_emulated(): the weights are then rounded to bf16 and packed widened,
+// and each block's input is rounded and widened, its bf16 output rounded from f32).
 dt dnnl_type(ComputeType t) {
-  return t == ComputeType::bf16 && !bf16_emulated() ? dt::bf16 : dt::f32;
+  switch (precision(t).weights) {
+    case P::Weights::bf16: return bf16_emulated() ? dt::f32 : dt::bf16;
+    case P::Weights::int8_per_channel: return dt::s8;
+    case P::Weights::f32: break;
+  }
+  return dt::f32;
 }
 bool emulated(ComputeType t) { return t == ComputeType::bf16 && bf16_emulated(); }
+// The product accumulates in int32 and the engine's own epilogue dequantizes.
+bool dequantized(ComputeType t) {
+  return precision(t).accumulator == P::Accumulator::s32_dequantized;
+}
 
 }  // namespace
 
@@ -38,6 +51,7 @@ struct PackedLinear::Impl {
   bool transposed = false;  // packed from W^T (pack_transposed)
   dnnl::memory::desc wdesc;
   Buffer<uint8_t> weights;
+  Buffer<float> col_scale;  // int8: the scale of each output channel
   dnnl::reorder repack;  // source layout -> packed layout, kept for the next pack()
 
   // One primitive per (rows, epilogue, bias, called from a parallel region, bf16 output):
@@ -57,10 +71,14 @@ struct PackedLinear::Impl {
                                        const dnnl::memory::desc& weights_md,
                                        bool out16 = false) const {
     const dt t = dnnl_type(type);
-    const dt out = out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
+    const dt out = dequantized(type) ? dt::s32 : out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
     dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, out, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (dequantized(type)) {  // scales, bias and the epilogue come after, in dequantize_rows
+      e = Epilogue::store;
+      bias = false;
+    }
     dnnl::post_ops po;
     if (e == Epilogue::gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
     if (e == Epilogue::accumulate) po.append_sum(1.f);
@@ -79,18 +97,27 @@ struct PackedLinear::Impl {
     } catch (const dnnl::error& err) {
       fail("packed linear: oneDNN has no ", compute_type_name(type), " matmul for ", N, "x", K,
            " weights on this CPU (", err.what(), ")",
-           type == ComputeType::bf16 ? "; bf16 needs AVX-512, run without --bf16" : "");
+           type == ComputeType::bf16   ? "; bf16 needs AVX-512, run without --bf16"
+           : type == ComputeType::int8 ? "; int8 needs AVX2 or newer"
+                                       : "");
     }
   }
 
   void run_block(int64_t M, void* dst, const float* x, const uint16_t* x16, const float* bias,
                  Epilogue e, bool out16) const;
+  void run_block_int8(const Entry& en, int64_t M, float* dst, const float* x, const float* bias,
+                      Epilogue e) const;
+  void execute(const Entry& en, int64_t M, void* src, void* dst, const float* bias) const;
   static dnnl::stream& stream() {
     thread_local dnnl::stream strm(cpu_engine());
     return strm;
   }
 
   const Entry& get(int64_t M, Epilogue e, bool bias, bool nested, bool out16) const {
+    if (dequantized(type)) {  // one primitive serves every epilogue
+      e = Epilogue::store;
+      bias = false;
+    }
     std::lock_guard<std::mutex> lock(mu);
     for (const Entry& en : cache)
       if (en.M == M && en.e == e && en.bias == bias && en.nested == nested && en.out16 == out16)
@@ -125,9 +152,13 @@ void PackedLinear::pack_transposed(const float* W, int64_t rows, int64_t cols, C
 void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType type,
                              bool transposed) {
   LF_CHECK(N > 0 && K > 0, "packed linear: empty weight (", N, "x", K, ")");
+  LF_CHECK(!(transposed && dequantized(type)),
+           "packed linear: int8 weights are packed from W [out, in] only (inference)");
+  const bool int8 = precision(type).weights == P::Weights::int8_per_channel;
   // The product's weight is the logical [K, N] matrix: W [N, K] row-major is it in `ba`
-  // order, and W [K, N] (pack_transposed) in `ab` order. The reorder rounds to bf16.
-  const dnnl::memory::desc src_md({K, N}, dt::f32, transposed ? tag::ab : tag::ba);
+  // order, and W [K, N] (pack_transposed) in `ab` order. The reorder rounds to bf16; int8
+  // weights are quantized here first, each output channel (row of W) with its own scale.
+  const dnnl::memory::desc src_md({K, N}, int8 ? dt::s8 : dt::f32, transposed ? tag::ab : tag::ba);
   Impl* im = impl_.get();
   const bool reuse =
       im && im->N == N && im->K == K && im->type == type && im->transposed == transposed;
@@ -144,14 +175,19 @@ void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType t
     impl_ = std::move(fresh);
     im = impl_.get();
   }
-  const float* w = W;
-  if (emulated(type)) {  // the bf16 weights, widened: W rounded to bf16 and back
+  const void* w = W;
+  thread_local Buffer<int8_t> wq;
+  if (int8) {
+    im->col_scale.resize(static_cast<size_t>(N));
+    quantize_rows(wq.grow(N * K), K, im->col_scale.data(), W, N, K, K, int8_weight_max());
+    w = wq.data();
+  } else if (emulated(type)) {  // the bf16 weights, widened: W rounded to bf16 and back
     thread_local Buffer<float> wide;
     thread_local Buffer<uint16_t> w16;
     w = wide.grow(N * K);
     widen_bf16(wide.data(), round_bf16(w16.grow(N * K), W, N * K), N * K);
   }
-  dnnl::memory src(src_md, cpu_engine(), const_cast<float*>(w));
+  dnnl::memory src(src_md, cpu_engine(), const_cast<void*>(w));
   dnnl::memory dst(im->wdesc, cpu_engine(), im->weights.data());
   thread_local dnnl::stream strm(cpu_engine());
   im->repack.execute(strm, src, dst);
@@ -180,7 +216,14 @@ size_t PackedLinear::packed_bytes(int64_t out_features, int64_t in_features, Com
 }
 
 size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
-  return type == ComputeType::bf16 ? kMaxRows * in_features * sizeof(uint16_t) : 0;
+  const Precision& p = precision(type);
+  switch (p.input) {
+    case P::Input::round_bf16: return p.max_rows * in_features * sizeof(uint16_t);
+    case P::Input::quantize_per_row:  // the int8 input, its scales and the int32 block (at most
+      return p.max_rows * (in_features * (1 + sizeof(int32_t)) + sizeof(float));  // in wide)
+    case P::Input::as_is: break;
+  }
+  return 0;
 }
 
 void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e) const {
@@ -188,6 +231,9 @@ void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, 
   const uint16_t* x16 = in.h;
   LF_DCHECK(rows <= 0 || (out && (x || (x16 && type() == ComputeType::bf16))),
             "packed linear: null input or output for ", rows, " rows");
+  LF_CHECK(!x16 || type() == ComputeType::bf16,
+           "packed linear: a bf16 input needs bf16 weights (these are ", compute_type_name(type()),
+           ")");
   if (row_tile_ > 0) {
     LF_CHECK(!x16, "packed linear: a fixed row tile takes f32 inputs");
     apply_tiled(out, x, rows, bias, e, row_tile_);
@@ -210,17 +256,18 @@ void PackedLinear::apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows
 void PackedLinear::Impl::run_block(int64_t M, void* dst, const float* x, const uint16_t* x16,
                                    const float* bias, Epilogue e, bool out16) const {
   thread_local Buffer<uint16_t> xb;
-  thread_local Buffer<uint8_t> pad;
   const Entry& en = get(M, e, bias != nullptr, omp_in_parallel(), out16);
-  void* src = nullptr;
-  if (type == ComputeType::bf16 && x16) {
-    src = const_cast<uint16_t*>(x16);
-  } else if (type == ComputeType::bf16) {
+  const Precision::Input input = precision(type).input;
+  if (input == Precision::Input::quantize_per_row) {
+    run_block_int8(en, M, static_cast<float*>(dst), x, bias, e);
+    return;
+  }
+  void* src = x16 ? static_cast<void*>(const_cast<uint16_t*>(x16))
+                  : static_cast<void*>(const_cast<float*>(x));
+  if (!x16 && input == Precision::Input::round_bf16) {
     uint16_t* b = xb.grow(static_cast<size_t>(M * K));
     to_bf16(b, x, M, K, K);
     src = b;
-  } else {
-    src = const_cast<float*>(x);
   }
   // Emulated bf16: the rounded input widened, a bf16 output rounded from an f32 block.
   const bool emu = emulated(type);
@@ -231,23 +278,49 @@ void PackedLinear::Impl::run_block(int64_t M, void* dst, const float* x, const u
     src = xf;
   }
   void* out = emu && out16 ? yw.grow(M * N) : dst;
-  const dt t = dnnl_type(type);
-  const dnnl::memory wm(wdesc, cpu_engine(), const_cast<uint8_t*>(weights.data()));
-  dnnl::memory sm({{M, K}, t, tag::ab}, cpu_engine(), src);
-  dnnl::memory dm({{M, N}, out16 ? dnnl_type(ComputeType::bf16) : dt::f32, tag::ab}, cpu_engine(),
-                  out);
-  dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
-                  pad.grow(std::max<size_t>(en.scratch, 1)));
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
-  if (bias)
-    args.emplace(DNNL_ARG_BIAS,
-                 dnnl::memory({{1, N}, dt::f32, tag::ab}, cpu_engine(), const_cast<float*>(bias)));
-  en.prim.execute(stream(), args);
+  execute(en, M, src, out, bias);
   if (emu && out16) {
     stream().wait();
     to_bf16(static_cast<uint16_t*>(dst), yw.data(), M, N, N);
   }
+}
+
+// Runs the entry's primitive on M rows: src and dst in the primitive's types, bias (f32) or
+// null. The caller waits for the thread's stream.
+void PackedLinear::Impl::execute(const Entry& en, int64_t M, void* src, void* dst,
+                                 const float* bias) const {
+  thread_local Buffer<uint8_t> pad;
+  const dt out = dequantized(type) ? dt::s32 : en.out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
+  const dnnl::memory wm(wdesc, cpu_engine(), const_cast<uint8_t*>(weights.data()));
+  dnnl::memory sm({{M, K}, dnnl_type(type), tag::ab}, cpu_engine(), src);
+  dnnl::memory dm({{M, N}, out, tag::ab}, cpu_engine(), dst);
+  dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
+                  pad.grow(std::max<size_t>(en.scratch, 1)));
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dm}, {DNNL_ARG_SCRATCHPAD, pm}};
+  if (bias && !dequantized(type))
+    args.emplace(DNNL_ARG_BIAS,
+                 dnnl::memory({{1, N}, dt::f32, tag::ab}, cpu_engine(), const_cast<float*>(bias)));
+  en.prim.execute(stream(), args);
+}
+
+// int8: the block's rows quantized (one scale per row), the int32 product into per-thread
+// scratch, then scales, bias and the epilogue applied while writing dst.
+void PackedLinear::Impl::run_block_int8(const Entry& en, int64_t M, float* dst, const float* x,
+                                        const float* bias, Epilogue e) const {
+  thread_local Buffer<int8_t> xq;
+  thread_local Buffer<float> xs;
+  thread_local Buffer<int32_t> acc;
+  int8_t* q = xq.grow(M * K);
+  float* rs = xs.grow(M);
+  quantize_rows(q, K, rs, x, M, K, K, 127);
+  int32_t* a = acc.grow(M * N);
+  execute(en, M, q, a, nullptr);
+  stream().wait();
+  const DequantOp op = e == Epilogue::gelu         ? DequantOp::gelu
+                       : e == Epilogue::accumulate ? DequantOp::accumulate
+                                                   : DequantOp::store;
+  dequantize_rows(dst, a, M, N, rs, col_scale.data(), bias, op);
 }
 
 // out: float (or uint16_t when the output is bf16: then x16 is given and e is store).
@@ -259,7 +332,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   if (rows <= 0) return;
   // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
   // row counts ever reach oneDNN, so few primitives are built however the batches vary.
-  const int64_t max_rows = x16 || im.type == ComputeType::f32 ? kMaxRowsDirect : kMaxRows;
+  const int64_t max_rows = x16 ? kMaxRowsDirect : precision(im.type).max_rows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = std::min(max_rows, rows - r0);
     while (M & (M - 1)) M &= M - 1;  // highest power of two <= M

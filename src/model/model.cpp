@@ -37,14 +37,16 @@ void check_forward_shape(const Config& c, int64_t B, int64_t N) {
 }
 
 // f(linear, out, in) for the encoder's linear maps with their weight shapes [out, in]; the
-// layer list may be const or not.
+// layer list may be const or not. f(linear, out_features, in_features, layer index).
 template <typename Layers, typename F>
 void for_each_encoder_linear(Layers& ls, const Config& cfg, F f) {
   const int64_t D = cfg.d_model, Fd = cfg.d_ff;
+  int64_t layer = 0;
   for (auto& lp : ls) {
-    for (auto* l : {&lp.q, &lp.k, &lp.v, &lp.ao}) f(*l, D, D);
-    f(lp.inter, Fd, D);
-    f(lp.out, D, Fd);
+    for (auto* l : {&lp.q, &lp.k, &lp.v, &lp.ao}) f(*l, D, D, layer);
+    f(lp.inter, Fd, D, layer);
+    f(lp.out, D, Fd, layer);
+    ++layer;
   }
 }
 
@@ -125,8 +127,8 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
 // their row tiles: fixed in batch-invariant inference, none otherwise.
 void Model::Impl::ensure_packed() {
   const int64_t tile = invariant ? kInvariantRows : 0;
-  for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in) {
-    if (!packed_current) l.packed.pack(l.w, out, in, compute);
+  for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in, int64_t layer) {
+    if (!packed_current) l.packed.pack(l.w, out, in, layer_compute(layer));
     l.packed.set_row_tile(tile);
   });
   packed_current = true;
@@ -154,15 +156,17 @@ void Model::Impl::weights_changed() {
 void Model::Impl::drop_packed() {
   if (!packed_current) return;
   for_each_encoder_linear(layers, cfg,
-                          [](Linear& l, int64_t, int64_t) { l.packed = PackedLinear(); });
+                          [](Linear& l, int64_t, int64_t, int64_t) { l.packed = PackedLinear(); });
   packed_current = false;
 }
 
 // Bytes of the packed weights: held now, or (before packing) what packing will take.
 size_t Model::Impl::packed_bytes() const {
   size_t b = 0;
-  for_each_encoder_linear(layers, cfg, [&](const Linear& l, int64_t out, int64_t in) {
-    b += packed_current ? l.packed.bytes() : PackedLinear::packed_bytes(out, in, compute);
+  for_each_encoder_linear(layers, cfg, [&](const Linear& l, int64_t out, int64_t in,
+                                           int64_t layer) {
+    b += packed_current ? l.packed.bytes()
+                        : PackedLinear::packed_bytes(out, in, layer_compute(layer));
   });
   return b;
 }
@@ -181,7 +185,7 @@ TrainWeights Model::Impl::train_weights() {
   if (!train_packs_current) {
     // The weights of the linear maps packed for their products, into last step's storage.
     PhaseScope ps(Phase::matmul);  // weight conversion for the products, as the rounding is
-    for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in) {
+    for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in, int64_t) {
       pack_for_training(l, out, in, train_compute);
     });
     train_packs_current = true;
@@ -459,8 +463,30 @@ void Model::set_compute_type(ComputeType t) {
   impl_->compute = t;
 }
 ComputeType Model::compute_type() const { return impl_->compute; }
+void Model::set_float_layers(const std::vector<int64_t>& layers) {
+  std::vector<bool> keep(static_cast<size_t>(impl_->cfg.n_layers), false);
+  for (int64_t l : layers) {
+    if (l < 0 || l >= impl_->cfg.n_layers)
+      fail("float layers: layer ", l, " does not exist (the model has ", impl_->cfg.n_layers,
+           " layers, 0 to ", impl_->cfg.n_layers - 1, ")");
+    keep[static_cast<size_t>(l)] = true;
+  }
+  if (keep == impl_->float_layers) return;
+  impl_->weights_changed();
+  impl_->float_layers = std::move(keep);
+}
+std::vector<int64_t> Model::float_layers() const {
+  std::vector<int64_t> v;
+  for (size_t l = 0; l < impl_->float_layers.size(); ++l)
+    if (impl_->float_layers[l]) v.push_back(static_cast<int64_t>(l));
+  return v;
+}
 void Model::set_train_compute_type(ComputeType t) {
   if (t == impl_->train_compute) return;
+  if (!compute_type_trains(t))
+    fail("precision ", compute_type_name(t),
+         " is for inference only (forward, evaluate, predict, embed, bench, serve); train in f32 "
+         "or bf16");
   require_compute_type(t);
   impl_->train_compute = t;
   impl_->train_packs_current = false;  // the packed weights are in the training precision

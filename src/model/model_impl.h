@@ -59,6 +59,13 @@ struct Model::Impl : Layout {
   // Inference option: precision of the encoder's linear maps (Model::set_compute_type). Their
   // weights are packed on the first inference forward after any parameter change.
   ComputeType compute = ComputeType::f32;
+  // Inference option: encoder layers whose linear maps stay f32 whatever `compute` is
+  // (Model::set_float_layers); empty or all false: none.
+  std::vector<bool> float_layers;
+  ComputeType layer_compute(int64_t layer) const {
+    const auto l = static_cast<size_t>(layer);
+    return l < float_layers.size() && float_layers[l] ? ComputeType::f32 : compute;
+  }
   bool packed_current = false;
   // Precision of the products on unpacked operands (Model::set_train_compute_type).
   ComputeType train_compute = ComputeType::f32;

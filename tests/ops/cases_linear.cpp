@@ -294,6 +294,10 @@ std::vector<CaseMaker> linear_cases() {
     v.push_back(packed_tiled_case(t));
     v.push_back(packed_transposed_case(t));
   }
+  // int8 (inference): every epilogue, and fixed row tiles.
+  for (Epi e : {Epi::store, Epi::gelu, Epi::accumulate})
+    v.push_back(packed_case(ComputeType::int8, e));
+  v.push_back(packed_tiled_case(ComputeType::int8));
   for (auto f :
        {linear_train, linear_backward_bf16_input_case, round_output_gradient_case, packed_bf16_out})
     v.push_back(f);

@@ -42,6 +42,11 @@ inline constexpr double kTolBf16Rounded = 5e-4;
 // Gradients against central differences of the double reference (h = 1e-3: truncation error
 // ~h^2 |f'''| / 6 ~ 1e-7 relative; the f32 backward's own rounding ~1e-6).
 inline constexpr double kGradTolF32 = 1e-4, kGradTolBf16 = 3e-2;
+// int8 products (packed weights only): weights to 7 or 8 bits per output channel, inputs to 8
+// bits per row, int32 accumulation: each input carries a relative error up to 0.5/63 of its
+// row's largest value, so a random-sign sum's relative error is of order 1e-2 at most. An
+// f32 product (error ~1e-7) is told apart by min_err.
+inline constexpr double kTolInt8 = 3e-2;
 
 struct Input {
   std::string name;
@@ -91,6 +96,11 @@ std::vector<CaseMaker> projection_cases();  // cases_projection.cpp
 // Sets the precision and its tolerances; matmul: the kernel runs oneDNN bf16 products.
 inline void set_precision(OpCase& c, ComputeType t, bool matmul = true) {
   c.t = t;
+  if (t == ComputeType::int8) {
+    c.tol = kTolInt8;
+    c.min_err = 1e-5;
+    return;
+  }
   if (t != ComputeType::bf16) return;
   c.needs_bf16_matmul = matmul;
   c.tol = matmul ? kTolBf16 : kTolBf16Rounded;
@@ -113,7 +123,7 @@ inline std::string dims(std::initializer_list<int64_t> v) {
   for (int64_t x : v) s += (s.empty() ? "" : "x") + std::to_string(x);
   return s;
 }
-inline const char* prec_name(ComputeType t) { return t == ComputeType::bf16 ? "bf16" : "f32"; }
+inline const char* prec_name(ComputeType t) { return compute_type_name(t); }
 
 // ---- Inputs
 

@@ -1,0 +1,31 @@
+// Symmetric int8 quantization for the int8 products (docs/int8.md): a row x of n values is
+// stored as q = round(x / s), rounded half to even, with one scale s = max|x| / qmax per row:
+// per token for activations (each sequence's result independent of its batch), per output
+// channel for weights. qmax is 127, or 63 for weights on CPUs without VNNI (int8_weight_max).
+#pragma once
+#include <cstdint>
+
+namespace lf {
+
+// Rows of x [rows, cols] (leading dimension ldx) quantized into q (leading dimension ldq),
+// scales[r] = max|row r| / qmax. A zero row gets scale 0 and q = 0; a row holding a NaN or an
+// infinity gets scale NaN and q = 0, so that any product it feeds is NaN, as in f32. Parallel
+// over rows outside an OpenMP parallel region.
+void quantize_rows(int8_t* q, int64_t ldq, float* scales, const float* x, int64_t rows,
+                   int64_t cols, int64_t ldx, int qmax);
+
+// The largest magnitude int8 weights take: 127 where the CPU's int8 dot product is VNNI (it
+// cannot overflow), 63 on AVX2 without VNNI, whose u8 x s8 pair sums saturate in 16 bits for
+// larger weights (oneDNN shifts s8 inputs to u8: 254 * 63 * 2 < 32767).
+int int8_weight_max();
+
+// What follows an int8 product acc [rows, N] (int32, leading dimension N): for every row m and
+// column n, v = acc * row_scale[m] * col_scale[n] + bias[n] (bias may be null), then
+//   store: out = v;  gelu: out = GELU(v) (exact erf);  accumulate: out += v.
+// out has leading dimension N. Parallel over rows outside a parallel region.
+enum class DequantOp { store, gelu, accumulate };
+void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
+                     const float* row_scale, const float* col_scale, const float* bias,
+                     DequantOp op);
+
+}  // namespace lf
