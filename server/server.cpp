@@ -181,7 +181,9 @@ void Server::on_ready() {
   }
   json info{
       {"model_id", o_.model_id},
-      {"model_dtype", o_.precision == ComputeType::bf16 ? "bfloat16" : "float32"},
+      {"model_dtype", o_.precision == ComputeType::bf16   ? "bfloat16"
+                      : o_.precision == ComputeType::int8 ? "int8"
+                                                          : "float32"},
       {"precision", compute_type_name(o_.precision)},
       {"model_type", model_type},
       {"labels", cb.labels.names},

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -389,6 +390,77 @@ TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
   for (const char* w : {"--init-from", "--train", "--dev", "--bad-rows", "--truncate", "--max-len",
                         "--epochs", "--resume", "head+tail"})
     EXPECT_NE(r.out.find(w), std::string::npos) << w;
+}
+
+// --precision int8 on every inference command: evaluate, predict and embed agree with f32 on
+// the trained model (same labels, probabilities and embeddings close), --float-layers with
+// every layer gives f32's embeddings exactly, a layer the model lacks is refused, and the
+// training commands refuse int8 before anything runs.
+TEST_F(ClassifyTrain, CliInt8OnEveryInferenceCommand) {
+  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  const std::string dir = test::temp_dir("int8");
+  const std::string model = dir_ + "/run/best";
+  CliRun r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json f32 = json::parse(r.out);
+  r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --quiet "
+                   "--precision int8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json q = json::parse(r.out);
+  EXPECT_EQ(q["compute"], "int8");
+  EXPECT_EQ(q["accuracy"], f32["accuracy"]);
+  EXPECT_NEAR(q["loss"].get<double>(), f32["loss"].get<double>(), 0.02);
+  EXPECT_NE(q["loss"].get<double>(), f32["loss"].get<double>()) << "int8 had no effect";
+
+  const std::string texts = "the movie was good\nbad plot and acting really\nit was very good film\n";
+  const CliRun pf = run_cli(dir, "predict --model " + model, texts);
+  const CliRun pq = run_cli(dir, "predict --model " + model + " --precision int8", texts);
+  ASSERT_EQ(pf.code, 0) << pf.err;
+  ASSERT_EQ(pq.code, 0) << pq.err;
+  std::istringstream lf32(pf.out), lq(pq.out);
+  std::string a, b;
+  int lines = 0;
+  while (std::getline(lf32, a) && std::getline(lq, b)) {
+    const json ja = json::parse(a), jb = json::parse(b);
+    EXPECT_EQ(ja["label"], jb["label"]);
+    EXPECT_NEAR(ja["probs"]["positive"].get<double>(), jb["probs"]["positive"].get<double>(),
+                0.02);
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3);
+
+  auto embed = [&](const std::string& opts) {
+    const CliRun e = run_cli(dir, "embed --model " + model + " --pool mean " + opts, texts);
+    EXPECT_EQ(e.code, 0) << e.err;
+    std::vector<std::vector<double>> v;
+    std::istringstream in(e.out);
+    std::string line;
+    while (std::getline(in, line)) v.push_back(json::parse(line)["mean"].get<std::vector<double>>());
+    return v;
+  };
+  const auto ef = embed(""), eq = embed("--precision int8"),
+             eall = embed("--precision int8 --float-layers 0 1");
+  ASSERT_EQ(ef.size(), 3u);
+  ASSERT_EQ(eq.size(), 3u);
+  EXPECT_EQ(eall, ef);
+  for (size_t i = 0; i < ef.size(); ++i) {
+    double dot = 0, na = 0, nb = 0;
+    for (size_t j = 0; j < ef[i].size(); ++j)
+      dot += ef[i][j] * eq[i][j], na += ef[i][j] * ef[i][j], nb += eq[i][j] * eq[i][j];
+    EXPECT_GT(dot / std::sqrt(na * nb), 0.99) << i;
+    EXPECT_NE(ef[i], eq[i]) << i;
+  }
+  r = run_cli(dir, "embed --model " + model + " --precision int8 --float-layers 7", texts);
+  EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(r.crashed);
+  EXPECT_NE(r.err.find("layer 7"), std::string::npos) << r.err;
+
+  for (const char* cmd : {"finetune --train x.tsv --out o", "pretrain --train x.txt --out o"}) {
+    r = run_cli(dir, std::string(cmd) + " --precision int8");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.err.find("int8"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir + "/o")) << cmd;
+  }
 }
 
 }  // namespace

@@ -269,6 +269,38 @@ TEST(Cli, ForwardBf16IsCloseToF32) {
               SafeTensorsReader(dir + "/bf16.safetensors").read_f32(t));
 }
 
+// forward --precision int8: hidden states and MLM logits close to f32's (and not equal).
+TEST(Cli, ForwardInt8IsCloseToF32) {
+  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  const std::string dir = test::temp_dir("int8");
+  Config cfg = test::tiny_config();
+  cfg.d_model = 64;
+  cfg.d_ff = 128;
+  const std::string m = init_model(dir, cfg, "m", 2);
+  const Inputs in = make_inputs(cfg);
+  write_inputs(in, dir + "/in.safetensors", false);
+  const std::string base = "forward --model " + m + " --input " + dir + "/in.safetensors";
+  expect_ok(run_cli(dir, base + " --out " + dir + "/f32.safetensors"), "f32");
+  expect_ok(run_cli(dir, base + " --precision int8 --out " + dir + "/int8.safetensors"), "int8");
+  for (const char* t : {"hidden_states", "mlm_logits"}) {
+    const std::vector<float> a = SafeTensorsReader(dir + "/f32.safetensors").read_f32(t);
+    const std::vector<float> b = SafeTensorsReader(dir + "/int8.safetensors").read_f32(t);
+    ASSERT_EQ(a.size(), b.size());
+    const double rel = test::rel_error(b.data(), a.data(), a.size());
+    EXPECT_LT(rel, 5e-2) << t;
+    EXPECT_GT(rel, 1e-6) << t << ": --precision int8 had no effect";
+  }
+  // bench runs it and says so; bench --train refuses it.
+  CliRun r = run_cli(dir, "bench --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 50 --n 64 "
+                          "--k 16 --attention linformer --reps 1 --precision int8 --json");
+  expect_ok(r, "bench int8");
+  EXPECT_NE(r.out.find("\"compute\": \"int8\""), std::string::npos) << r.out.substr(0, 400);
+  r = run_cli(dir, "bench --train --n 32 --k 8 --precision int8");
+  EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(r.crashed);
+  EXPECT_NE(r.err.find("inference only"), std::string::npos) << r.err;
+}
+
 // --precision names its choices; a wrong one, or --precision beside its alias --bf16, is
 // refused before anything runs (on every CPU); f32 is the default.
 TEST(Cli, PrecisionOption) {

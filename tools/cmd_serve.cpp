@@ -39,9 +39,10 @@ void add_serve(CLI::App& app) {
       ->check(CLI::ExistingDirectory)
       ->group("Model");
   cmd->add_option("--precision", o->precision,
-                  "f32, or bf16: bf16 linear maps on AVX512-BF16 (~1.8x faster, outputs within "
-                  "~1e-2 of f32)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+                  "f32; bf16: bf16 linear maps on AVX512-BF16 (~1.8x faster, outputs within "
+                  "~1e-2 of f32); int8: int8 linear maps, inputs quantized per token (AVX2, "
+                  "fastest with AVX512-VNNI; docs/int8.md)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
       ->capture_default_str()
       ->group("Model");
   cmd->add_option("--threads", o->s.threads,

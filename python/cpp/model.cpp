@@ -357,9 +357,11 @@ Model(path, precision="f32", threads=None)
 path      a model folder: config.json and model.safetensors, plus tokenizer.model to
           take texts and labels.json for a classifier (what `linformer init`,
           `pretrain` (RUN/model) and `finetune` (RUN/best, RUN/model) write).
-precision "f32" (default) or "bf16": the precision of the encoder's linear maps at
-          inference (bf16 weights and inputs, f32 accumulation; about 1e-2 relative
-          difference, faster on CPUs with AVX512-BF16). Anything else: ValueError.
+precision "f32" (default), "bf16" or "int8": the precision of the encoder's linear maps
+          at inference. bf16: bf16 weights and inputs, f32 accumulation (about 1e-2
+          relative difference, faster on CPUs with AVX512-BF16). int8: int8 weights with a
+          scale per output channel, inputs quantized per token, int32 accumulation
+          (docs/int8.md; fastest with AVX512-VNNI). Anything else: ValueError.
 threads   None (default): the OpenMP thread count of the process (OMP_NUM_THREADS);
           an int n: this model's calls set the calling thread's OpenMP thread count
           (omp_set_num_threads) to n for their duration, then restore it.
@@ -393,7 +395,7 @@ anything else the engine refuses RuntimeError, each with the engine's message.)d
                              [](const PyModel& s) {
                                return std::string(lf::compute_type_name(s.model->compute_type()));
                              },
-                             "\"f32\" or \"bf16\" (see the class docstring).")
+                             "\"f32\", \"bf16\" or \"int8\" (see the class docstring).")
       .def_property_readonly("path", [](const PyModel& s) { return s.path; },
                              "The folder the model was loaded from (\"\" for linformer.init).")
       .def_property_readonly("tokenizer",

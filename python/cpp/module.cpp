@@ -123,10 +123,12 @@ PYBIND11_MODULE(_ext, m) {
       [] {
         std::vector<std::string> out{"f32"};
         if (lf::compute_type_supported(lf::ComputeType::bf16)) out.push_back("bf16");
+        if (lf::compute_type_supported(lf::ComputeType::int8)) out.push_back("int8");
         return out;
       },
       "The precisions this CPU runs, for Model(..., precision=...): always \"f32\"; \"bf16\"\n"
-      "where oneDNN has a bf16 matmul (AVX-512). Model refuses any other with RuntimeError.");
+      "where oneDNN has a bf16 matmul (AVX-512); \"int8\" where it has an int8 matmul (AVX2\n"
+      "and newer). Model refuses any other with RuntimeError.");
   register_model(m);
   register_tokenizer(m);
   register_training(m);

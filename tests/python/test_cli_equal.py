@@ -118,6 +118,19 @@ def test_bf16_is_close_to_f32(tiny_model):
     np.testing.assert_allclose(bf16, f32, atol=0.1)
 
 
+def test_int8_is_close_to_f32(tiny_model):
+    ids = random_ids(2, 16, 37, 3)
+    f32 = linformer.Model(tiny_model).forward(ids)["hidden_states"]
+    if "int8" not in linformer.precisions():
+        pytest.skip("this CPU has no int8 matmul (AVX2)")
+    m = linformer.Model(tiny_model, precision="int8")
+    assert m.precision == "int8"
+    q = m.forward(ids)["hidden_states"]
+    assert not np.array_equal(q, f32)  # the int8 products ran
+    rel = np.linalg.norm(q - f32) / np.linalg.norm(f32)
+    assert rel < 0.05, rel
+
+
 def test_init_save_and_reload(workdir):
     m = linformer.init({"vocab_size": 50, "max_len": 16, "d_model": 16, "n_heads": 2,
                         "d_ff": 32, "n_layers": 1, "k": [4]}, seed=5)

@@ -31,7 +31,7 @@ def test_corrupt_model_raises_runtime_error(tmp_path):
 
 
 def test_bad_constructor_arguments(tiny_model):
-    with pytest.raises(ValueError, match='"f32" or "bf16"'):
+    with pytest.raises(ValueError, match='"f32", "bf16" or "int8"'):
         linformer.Model(tiny_model, precision="fp16")
     for bad in (0, -1, 1.5, "2", True):
         with pytest.raises(ValueError, match="threads"):

@@ -299,6 +299,31 @@ class Precision(unittest.TestCase):
             f.close()
 
 
+    def test_int8_close_to_f32_and_named_in_info(self):
+        s = su.Server(MODEL, "--precision", "int8")
+        f = su.Server(MODEL)
+        try:
+            info = json.loads(s.request("GET", "/info")[2])
+            self.assertEqual((info["precision"], info["model_dtype"]), ("int8", "int8"))
+            texts = ["good film", "a really bad plot and acting", "fine"]
+            st, v8 = s.post("/embed", {"inputs": texts})
+            st32, v32 = f.post("/embed", {"inputs": texts})
+            self.assertEqual((st, st32), (200, 200))
+            for a, b in zip(v8, v32):
+                self.assertGreater(sum(x * y for x, y in zip(a, b)), 0.99)  # unit vectors
+                self.assertNotEqual(a, b)  # int8 products were used
+            st, p8 = s.post("/predict", {"inputs": texts})
+            st32, p32 = f.post("/predict", {"inputs": texts})
+            self.assertEqual((st, st32), (200, 200))
+            for a, b in zip(p8, p32):
+                want = {p["label"]: p["score"] for p in b}
+                for p in a:
+                    self.assertAlmostEqual(p["score"], want[p["label"]], delta=0.05)
+        finally:
+            s.close()
+            f.close()
+
+
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
         s = su.Server(PAIRS)
