@@ -140,6 +140,9 @@ def run_ours(a, spec, n, precision, kinds):
         return {}, "linformer bench failed: " + why
     doc = json.loads(p.stdout)
     a.sgemm = a.sgemm or doc["meta"].get("sgemm_gflops")
+    wrong = sorted({r.get("compute", "f32") for r in doc["runs"]} - {precision})
+    if wrong:  # a binary that took the option but ran another precision
+        return {}, "linformer bench ran %s for --precision %s" % (", ".join(wrong), precision)
     return {r["attention"]: r for r in doc["runs"]}, ""
 
 
@@ -178,6 +181,8 @@ def main():
     a = ap.parse_args()
     if a.quick:
         a.models, a.n = ["1x512"], a.n or [512, 2048]
+    if not os.access(a.binary, os.X_OK):
+        sys.exit("compare.py: no %s: build it (cmake --build build --target linformer) or give --binary" % a.binary)
     a.sgemm = None
     start_load = os.getloadavg()
     notes, checks, detail = [], [], []
