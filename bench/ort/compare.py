@@ -34,6 +34,9 @@ The peers:
                 int8: the linear maps as com.microsoft DynamicQuantizeMatMul (int8 weights per
                 output channel, activations quantized at run time), as ORT's quantize_dynamic
                 (per_channel) would leave them; attention, E, LayerNorm and embeddings f32.
+                On a CPU without VNNI the weights take 7 bits (quantize_dynamic's reduce_range,
+                ORT's advice there: MLAS's AVX2 u8 x s8 product sums pairs in saturating 16-bit
+                lanes; with 8-bit weights a 1-layer model's output was 10x further from f32).
                 Every exported model is checked against PyTorch f32 before it is timed
                 (export.py; f32: max difference <= 1e-3 of the output scale; int8: cosine
                 >= 0.99); exports are cached under --cache-dir with their check report.
@@ -80,11 +83,20 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
+def has_vnni():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
 def model_file(a, spec, attention, n, variant, precision):
     L, d, h, f, _ = MODELS[spec]
-    name = "L%d_d%d_h%d_f%d_v%d_%s%s_n%d_%s_%s_s%d.onnx" % (
+    name = "L%d_d%d_h%d_f%d_v%d_%s%s_n%d_%s_%s%s_s%d.onnx" % (
         L, d, h, f, a.vocab, attention, "%d" % a.k if attention == "linformer" else "", n, variant,
-        precision, a.seed)
+        precision, "_rr" if precision == "int8" and a.reduce_range else "", a.seed)
     return os.path.join(a.cache_dir, name)
 
 
@@ -104,6 +116,8 @@ def export(a, spec, attention, n, variant, precision, batch):
            "--threads", str(a.threads), "--check-batch", str(min(2, batch)), "--out", path]
     if a.no_check:
         cmd.append("--no-check")
+    if precision == "int8" and a.reduce_range:
+        cmd.append("--reduce-range")
     log("export:", " ".join(cmd[1:]))
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -175,6 +189,9 @@ def main():
     ap.add_argument("--ort-memory-gib", type=float, default=12.0,
                     help="skip ORT's plain standard attention when its [B,h,n,n] scores and "
                          "probabilities need more")
+    ap.add_argument("--int8-reduce-range", choices=["auto", "on", "off"], default="auto",
+                    help="ORT int8 weights in 7 bits (quantize_dynamic's reduce_range); auto: on when the "
+                         "CPU has no VNNI, where MLAS's u8s8 AVX2 product can saturate its 16-bit sums")
     ap.add_argument("--details", action="store_true", help="also print every set-up's time (both sides)")
     ap.add_argument("--markdown", help="also write the table(s) to this file")
     ap.add_argument("--json", help="write every measurement and check report to this file")
@@ -184,6 +201,7 @@ def main():
     if not os.access(a.binary, os.X_OK):
         sys.exit("compare.py: no %s: build it (cmake --build build --target linformer) or give --binary" % a.binary)
     a.sgemm = None
+    a.reduce_range = a.int8_reduce_range == "on" or (a.int8_reduce_range == "auto" and not has_vnni())
     start_load = os.getloadavg()
     notes, checks, detail = [], [], []
     best = {}  # (spec, attention, n, precision) -> row
@@ -258,7 +276,10 @@ def main():
         "Models: " + "; ".join("%s = %d layer%s, d %d, %d heads, d_ff %d" % (
             s, v[0], "s" if v[0] > 1 else "", v[1], v[2], v[3]) for s, v in L.items()) +
         ". ORT set-up: plain = attention as exported ops, mha = com.microsoft MultiHeadAttention "
-        "(flash); ours: linformer, or the fastest of our exact paths (standard = materialized, tiled, streaming).",
+        "(flash); ORT int8 weights %s; ours: linformer, or the fastest of our exact paths (standard = "
+        "materialized, tiled, streaming)." % ("7-bit (reduce_range: no VNNI on this CPU)" if a.reduce_range and
+                                              a.int8_reduce_range == "auto" else
+                                              "7-bit (reduce_range)" if a.reduce_range else "8-bit"),
         "",
         "| config | precision | ORT ms/seq | ours ms/seq | ratio ORT/ours |",
         "|---|---|---|---|---|"]
