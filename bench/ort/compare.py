@@ -5,7 +5,8 @@ f32 and int8, ONNX Runtime and ours in the same run, one markdown table.
 Run (from the repository root, after scripts/setup.sh --bench and a Release build):
 
   /usr/bin/python3 bench/ort/compare.py --quick      # 1 layer d 512, n 512 and 2048 (minutes)
-  /usr/bin/python3 bench/ort/compare.py              # the whole grid (hours: see below)
+  /usr/bin/python3 bench/ort/compare.py              # the whole grid (estimate: an hour or more
+                                                     # on 2 cores; ~12 GB of exports in --cache-dir)
   /usr/bin/python3 bench/ort/compare.py --models 1x512 --n 4096 8192 --precision f32 --details
 
 Needs: Debian's python3-torch, python3-onnx, python3-numpy, libopenblas0-openmp (the PyTorch

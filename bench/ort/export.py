@@ -25,6 +25,8 @@ second operand is a constant 2-D weight (Q, K, V, attention output, FFN in and o
 com.microsoft DynamicQuantizeMatMul (activation quantized to uint8 at run time over the whole
 tensor, weight int8 symmetric per output channel, zero points 0, the following bias Add folded
 in). Attention (QK^T, softmax, PV), the projection E, LayerNorm, GELU and the embeddings stay f32.
+--reduce-range: 7-bit weights (quantize_dynamic's reduce_range), ORT's advice for CPUs without
+VNNI, where its u8 x s8 product can saturate (compare.py turns it on there).
 
 The check runs the model in ONNX Runtime (bench_ort.js, same session set-up as the timing) on
 --check-batch sequences of random token ids and compares with PyTorch f32: max abs difference
