@@ -40,9 +40,14 @@ for a in "$@"; do case "$a" in
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
   # default BLAS is the slow reference one, which would make the comparison meaningless), and
   # jemalloc (the training peer preloads it); bench/pytorch/torch_setup.py picks them. wrk:
-  # the HTTP load generator of the server's benchmark (bench/serve/).
+  # the HTTP load generator of the server's benchmark (bench/serve/). python3-onnx, nodejs and
+  # npm: the ONNX Runtime peer (bench/ort/: the graphs exported from PyTorch and run by the npm
+  # package onnxruntime-node, which `cd bench/ort && ONNXRUNTIME_NODE_INSTALL=skip npm ci`
+  # installs from the lock file; Debian's nodejs and npm only where no node or npm is on PATH).
   --bench) pkgs+=(python3 python3-torch python3-numpy libopenblas0-openmp libopenblas0-pthread
-                  libjemalloc2 wrk) ;;
+                  libjemalloc2 wrk python3-onnx)
+           command -v node >/dev/null || pkgs+=(nodejs)
+           command -v npm >/dev/null || pkgs+=(npm) ;;
   # The sanitizer build and its libFuzzer harnesses (make sanitize, make fuzz): clang, its runtimes (libFuzzer, ASan,
   # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
   --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
