@@ -11,6 +11,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
+#include "kernels/vec_math.h"
 #include "linformer/model.h"
 #include "test_util.h"
 
@@ -68,6 +69,14 @@ TEST(Int8Quantize, MatchesNaiveRowByRowWithLeadingDimensions) {
     EXPECT_EQ(s[5], 0.f);
     for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(q[5 * ldq + c], 0);
     EXPECT_GT(s[9], 0.f);
+    // The unsigned form is the same values shifted by 128, with the same scales.
+    std::vector<uint8_t> u(rows * ldq, 7);
+    std::vector<float> su(rows);
+    quantize_rows_u8(u.data(), ldq, su.data(), x.data(), rows, cols, ldx, qmax);
+    EXPECT_EQ(su, s);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < ldq; ++c)
+        ASSERT_EQ(int(u[r * ldq + c]), c < cols ? q[r * ldq + c] + 128 : 7) << r << "," << c;
   }
 }
 
@@ -108,20 +117,45 @@ TEST(Int8Dequantize, MatchesNaiveForEveryEpilogue) {
   for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 7919) % 20001) - 10000;
   const std::vector<float> rs = test::random_vec(rows, 4, 1e-3f), cs = test::random_vec(N, 5, 1e-2f),
                            bias = test::random_vec(N, 6), start = test::random_vec(rows * N, 7);
+  std::vector<int32_t> off(N);
+  for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 977) - 9000;
   for (DequantOp op : {DequantOp::store, DequantOp::gelu, DequantOp::accumulate})
-    for (bool with_bias : {false, true}) {
+    for (bool with_bias : {false, true})
+      for (bool with_offset : {false, true}) {
       std::vector<float> out = start;
       dequantize_rows(out.data(), acc.data(), rows, N, rs.data(), cs.data(),
-                      with_bias ? bias.data() : nullptr, op);
+                      with_offset ? off.data() : nullptr, with_bias ? bias.data() : nullptr, op);
       for (int64_t m = 0; m < rows; ++m)
         for (int64_t n = 0; n < N; ++n) {
-          double v = double(acc[m * N + n]) * rs[m] * cs[n] + (with_bias ? bias[n] : 0.0);
+          const double a = double(acc[m * N + n]) - (with_offset ? off[n] : 0);
+          double v = a * rs[m] * cs[n] + (with_bias ? bias[n] : 0.0);
           if (op == DequantOp::gelu) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
           if (op == DequantOp::accumulate) v += start[m * N + n];
           ASSERT_NEAR(out[m * N + n], v, 1e-5 * (1 + std::fabs(v)))
-              << static_cast<int>(op) << " bias " << with_bias << " at " << m << "," << n;
+              << static_cast<int>(op) << " bias " << with_bias << " offset " << with_offset
+              << " at " << m << "," << n;
         }
+      }
+}
+
+// The epilogue's GELU (eight lanes with AVX2) against the scalar specification, on a sweep
+// and on the special values: within 1e-6 relative, NaN where it gives NaN.
+TEST(Int8Dequantize, FastGeluMatchesTheScalarOne) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf, -1e30f, -90.f, -20.f, -5.f, -1e-3f, -0.f, 0.f, 1e-3f, 5.f, 20.f,
+                          90.f, 1e30f, inf, std::numeric_limits<float>::quiet_NaN()};
+  for (int i = -4000; i <= 4000; ++i) x.push_back(static_cast<float>(i) * 2.5e-3f);
+  std::vector<float> y(x.size());
+  vm::gelu_fast_n(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = vm::gelu_scalar(x[i]);
+    if (y[i] == want) continue;  // also the infinities
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i])) << x[i];
+      continue;
     }
+    ASSERT_NEAR(y[i], want, 1e-6f * std::max(1.f, std::fabs(want))) << "x = " << x[i];
+  }
 }
 
 // Every element of the int8 product within the bound the quantization allows:

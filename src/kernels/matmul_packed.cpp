@@ -37,6 +37,11 @@ dt dnnl_type(ComputeType t) {
   }
   return dt::f32;
 }
+// The input's element type: the weights', except int8's inputs, stored as u8 (q + 128: the
+// operand form of the u8 x s8 dot products, quantize_rows_u8).
+dt input_type(ComputeType t) {
+  return precision(t).input == P::Input::quantize_per_row ? dt::u8 : dnnl_type(t);
+}
 bool emulated(ComputeType t) { return t == ComputeType::bf16 && bf16_emulated(); }
 // The product accumulates in int32 and the engine's own epilogue dequantizes.
 bool dequantized(ComputeType t) {
@@ -51,7 +56,8 @@ struct PackedLinear::Impl {
   bool transposed = false;  // packed from W^T (pack_transposed)
   dnnl::memory::desc wdesc;
   Buffer<uint8_t> weights;
-  Buffer<float> col_scale;  // int8: the scale of each output channel
+  Buffer<float> col_scale;     // int8: the scale of each output channel
+  Buffer<int32_t> col_offset;  // int8: 128 * sum_k q[n, k], what the u8 inputs' shift adds
   dnnl::reorder repack;  // source layout -> packed layout, kept for the next pack()
 
   // One primitive per (rows, epilogue, bias, called from a parallel region, bf16 output):
@@ -72,7 +78,7 @@ struct PackedLinear::Impl {
                                        bool out16 = false) const {
     const dt t = dnnl_type(type);
     const dt out = dequantized(type) ? dt::s32 : out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
-    dnnl::memory::desc src({M, K}, t, tag::ab), dst({M, N}, out, tag::ab);
+    dnnl::memory::desc src({M, K}, input_type(type), tag::ab), dst({M, N}, out, tag::ab);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (dequantized(type)) {  // scales, bias and the epilogue come after, in dequantize_rows
@@ -181,6 +187,12 @@ void PackedLinear::pack_impl(const float* W, int64_t N, int64_t K, ComputeType t
     im->col_scale.resize(static_cast<size_t>(N));
     quantize_rows(wq.grow(N * K), K, im->col_scale.data(), W, N, K, K, int8_weight_max());
     w = wq.data();
+    im->col_offset.resize(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += wq.data()[n * K + k];
+      im->col_offset[n] = 128 * sum;
+    }
   } else if (emulated(type)) {  // the bf16 weights, widened: W rounded to bf16 and back
     thread_local Buffer<float> wide;
     thread_local Buffer<uint16_t> w16;
@@ -292,7 +304,7 @@ void PackedLinear::Impl::execute(const Entry& en, int64_t M, void* src, void* ds
   thread_local Buffer<uint8_t> pad;
   const dt out = dequantized(type) ? dt::s32 : en.out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
   const dnnl::memory wm(wdesc, cpu_engine(), const_cast<uint8_t*>(weights.data()));
-  dnnl::memory sm({{M, K}, dnnl_type(type), tag::ab}, cpu_engine(), src);
+  dnnl::memory sm({{M, K}, input_type(type), tag::ab}, cpu_engine(), src);
   dnnl::memory dm({{M, N}, out, tag::ab}, cpu_engine(), dst);
   dnnl::memory pm({{static_cast<int64_t>(en.scratch)}, dt::u8, tag::a}, cpu_engine(),
                   pad.grow(std::max<size_t>(en.scratch, 1)));
@@ -308,19 +320,19 @@ void PackedLinear::Impl::execute(const Entry& en, int64_t M, void* src, void* ds
 // scratch, then scales, bias and the epilogue applied while writing dst.
 void PackedLinear::Impl::run_block_int8(const Entry& en, int64_t M, float* dst, const float* x,
                                         const float* bias, Epilogue e) const {
-  thread_local Buffer<int8_t> xq;
+  thread_local Buffer<uint8_t> xq;
   thread_local Buffer<float> xs;
   thread_local Buffer<int32_t> acc;
-  int8_t* q = xq.grow(M * K);
+  uint8_t* q = xq.grow(M * K);
   float* rs = xs.grow(M);
-  quantize_rows(q, K, rs, x, M, K, K, 127);
+  quantize_rows_u8(q, K, rs, x, M, K, K, 127);
   int32_t* a = acc.grow(M * N);
   execute(en, M, q, a, nullptr);
   stream().wait();
   const DequantOp op = e == Epilogue::gelu         ? DequantOp::gelu
                        : e == Epilogue::accumulate ? DequantOp::accumulate
                                                    : DequantOp::store;
-  dequantize_rows(dst, a, M, N, rs, col_scale.data(), bias, op);
+  dequantize_rows(dst, a, M, N, rs, col_scale.data(), col_offset.data(), bias, op);
 }
 
 // out: float (or uint16_t when the output is bf16: then x16 is given and e is store).

@@ -1,6 +1,9 @@
 #include "kernels/quantize.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "core/parallel.h"
 #include "kernels/vec_math.h"
@@ -12,20 +15,22 @@ bool int8_vnni();  // kernels/matmul.cpp: the CPU's int8 dot product is VNNI
 namespace {
 
 // One row: the plain loops vectorise (nearbyint rounds half to even under the default
-// rounding mode; -fno-math-errno lets it vectorise).
-void quantize_row(int8_t* q, float* scale, const float* x, int64_t n, int qmax) {
+// rounding mode; -fno-math-errno lets it vectorise). T int8_t stores q, uint8_t q + 128.
+template <typename T>
+void quantize_row(T* q, float* scale, const float* x, int64_t n, int qmax) {
+  constexpr int32_t zero = std::is_same_v<T, uint8_t> ? 128 : 0;
   float amax = 0.f, poison = 0.f;
   for (int64_t i = 0; i < n; ++i) {
     amax = std::max(amax, std::fabs(x[i]));
     poison += x[i] * 0.f;  // NaN if any value is NaN or infinite
   }
   if (poison != 0.f || std::isnan(poison) || !std::isfinite(amax)) {
-    for (int64_t i = 0; i < n; ++i) q[i] = 0;
+    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<T>(zero);
     *scale = std::numeric_limits<float>::quiet_NaN();
     return;
   }
   if (amax == 0.f) {
-    for (int64_t i = 0; i < n; ++i) q[i] = 0;
+    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<T>(zero);
     *scale = 0.f;
     return;
   }
@@ -33,20 +38,30 @@ void quantize_row(int8_t* q, float* scale, const float* x, int64_t n, int qmax) 
   const float lim = static_cast<float>(qmax);
   for (int64_t i = 0; i < n; ++i) {
     const float v = std::min(lim, std::max(-lim, std::nearbyint(x[i] * inv)));
-    q[i] = static_cast<int8_t>(static_cast<int32_t>(v));
+    q[i] = static_cast<T>(static_cast<int32_t>(v) + zero);
   }
   *scale = amax / static_cast<float>(qmax);
+}
+
+template <typename T>
+void quantize_rows_as(T* q, int64_t ldq, float* scales, const float* x, int64_t rows,
+                      int64_t cols, int64_t ldx, int qmax) {
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   quantize_row(q + r * ldq, scales + r, x + r * ldx, cols, qmax);
+               });
 }
 
 }  // namespace
 
 void quantize_rows(int8_t* q, int64_t ldq, float* scales, const float* x, int64_t rows,
                    int64_t cols, int64_t ldx, int qmax) {
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r)
-                   quantize_row(q + r * ldq, scales + r, x + r * ldx, cols, qmax);
-               });
+  quantize_rows_as(q, ldq, scales, x, rows, cols, ldx, qmax);
+}
+void quantize_rows_u8(uint8_t* q, int64_t ldq, float* scales, const float* x, int64_t rows,
+                      int64_t cols, int64_t ldx, int qmax) {
+  quantize_rows_as(q, ldq, scales, x, rows, cols, ldx, qmax);
 }
 
 int int8_weight_max() {
@@ -55,8 +70,18 @@ int int8_weight_max() {
 }
 
 void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
-                     const float* row_scale, const float* col_scale, const float* bias,
-                     DequantOp op) {
+                     const float* row_scale, const float* col_scale, const int32_t* col_offset,
+                     const float* bias, DequantOp op) {
+  thread_local std::vector<float> zeros;
+  if (!bias) {
+    if (static_cast<int64_t>(zeros.size()) < N) zeros.assign(static_cast<size_t>(N), 0.f);
+    bias = zeros.data();
+  }
+  thread_local std::vector<int32_t> no_offset;
+  if (!col_offset) {
+    if (static_cast<int64_t>(no_offset.size()) < N) no_offset.assign(static_cast<size_t>(N), 0);
+    col_offset = no_offset.data();
+  }
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t m = r0; m < r1; ++m) {
@@ -64,21 +89,15 @@ void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
                    float* o = out + m * N;
                    const float rs = row_scale[m];
                    if (op == DequantOp::accumulate) {
-                     if (bias)
-                       for (int64_t n = 0; n < N; ++n)
-                         o[n] += static_cast<float>(a[n]) * (rs * col_scale[n]) + bias[n];
-                     else
-                       for (int64_t n = 0; n < N; ++n)
-                         o[n] += static_cast<float>(a[n]) * (rs * col_scale[n]);
+                     for (int64_t n = 0; n < N; ++n)
+                       o[n] += static_cast<float>(a[n] - col_offset[n]) * (rs * col_scale[n]) +
+                               bias[n];
                      continue;
                    }
-                   if (bias)
-                     for (int64_t n = 0; n < N; ++n)
-                       o[n] = static_cast<float>(a[n]) * (rs * col_scale[n]) + bias[n];
-                   else
-                     for (int64_t n = 0; n < N; ++n)
-                       o[n] = static_cast<float>(a[n]) * (rs * col_scale[n]);
-                   if (op == DequantOp::gelu) vm::gelu_n(o, o, N);
+                   for (int64_t n = 0; n < N; ++n)
+                     o[n] = static_cast<float>(a[n] - col_offset[n]) * (rs * col_scale[n]) +
+                            bias[n];
+                   if (op == DequantOp::gelu) vm::gelu_fast_n(o, o, N);
                  }
                });
 }

@@ -14,18 +14,26 @@ namespace lf {
 void quantize_rows(int8_t* q, int64_t ldq, float* scales, const float* x, int64_t rows,
                    int64_t cols, int64_t ldx, int qmax);
 
+// The same stored as unsigned bytes, q + 128 (1 ... 255): the input form of the u8 x s8 dot
+// products (VNNI's VPDPBUSD, AVX2's VPMADDUBSW) that oneDNN then uses without converting.
+// The product's sum is then off by 128 * sum_k w[n, k] per column, which dequantize_rows
+// takes back (col_offset).
+void quantize_rows_u8(uint8_t* q, int64_t ldq, float* scales, const float* x, int64_t rows,
+                      int64_t cols, int64_t ldx, int qmax);
+
 // The largest magnitude int8 weights take: 127 where the CPU's int8 dot product is VNNI (it
 // cannot overflow), 63 on AVX2 without VNNI, whose u8 x s8 pair sums saturate in 16 bits for
 // larger weights (oneDNN shifts s8 inputs to u8: 254 * 63 * 2 < 32767).
 int int8_weight_max();
 
 // What follows an int8 product acc [rows, N] (int32, leading dimension N): for every row m and
-// column n, v = acc * row_scale[m] * col_scale[n] + bias[n] (bias may be null), then
+// column n, v = (acc - col_offset[n]) * row_scale[m] * col_scale[n] + bias[n] (col_offset
+// and bias may be null), then
 //   store: out = v;  gelu: out = GELU(v) (exact erf);  accumulate: out += v.
 // out has leading dimension N. Parallel over rows outside a parallel region.
 enum class DequantOp { store, gelu, accumulate };
 void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
-                     const float* row_scale, const float* col_scale, const float* bias,
-                     DequantOp op);
+                     const float* row_scale, const float* col_scale, const int32_t* col_offset,
+                     const float* bias, DequantOp op);
 
 }  // namespace lf
