@@ -164,7 +164,21 @@ TEST_F(Perplexity, CommandLineJson) {
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_NEAR(j.at("loss").get<double>(), run_.final_valid_loss, 1e-5 * run_.final_valid_loss);
   EXPECT_EQ(j.at("seed"), 7);
+  EXPECT_EQ(j.at("precision"), "f32");
   EXPECT_GT(j.at("masked").get<int64_t>(), 100);
+  // --precision int8: the same positions, a loss within 2% of f32's (and not equal to it).
+  if (compute_type_supported(ComputeType::int8)) {
+    const test::CliRun q =
+        test::run_cli(dir_, "perplexity --model '" + dir_ + "/run/model' --text '" + dir_ +
+                                "/valid.txt' --seed 7 --quiet --json --precision int8");
+    ASSERT_EQ(q.code, 0) << q.err;
+    const nlohmann::json jq = nlohmann::json::parse(q.out);
+    EXPECT_EQ(jq.at("precision"), "int8");
+    EXPECT_EQ(jq.at("masked"), j.at("masked"));
+    const double lf32 = j.at("loss").get<double>(), l8 = jq.at("loss").get<double>();
+    EXPECT_NEAR(l8, lf32, 0.02 * lf32);
+    EXPECT_NE(l8, lf32);
+  }
   // A missing model folder: non-zero exit and the folder named on stderr.
   const test::CliRun bad =
       test::run_cli(dir_, "perplexity --model '" + dir_ + "/nope' --text '" + dir_ + "/valid.txt'");

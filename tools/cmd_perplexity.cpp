@@ -44,12 +44,14 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("--json-out", o->json_out,
                   "Also write the JSON result to this file (atomically)");
   cmd->add_flag("--quiet", o->p.quiet, "No progress on stderr");
+  add_compute_option(cmd, &o->p.precision, &o->p.float_layers);
   cmd->callback([o] {
     const PerplexityResult r = mlm_perplexity(o->model, o->p);
     nlohmann::json j = r.to_json();
     j["model"] = o->model;
     j["mask_prob"] = o->p.mask_prob;
     j["seed"] = o->p.seed;
+    j["precision"] = compute_type_name(o->p.precision);
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     if (o->json)
       std::printf("%s\n", j.dump(2).c_str());

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
+
 namespace lf {
 
 class Model;
@@ -20,6 +22,10 @@ struct PerplexityOptions {
   int64_t batch_size = 8;         // sequences per forward pass
   int64_t max_sequences = 0;      // score only the first this many sequences (0: all)
   bool quiet = false;             // no progress on stderr
+  // Precision of the encoder's linear maps (Model::set_compute_type; the folder overload sets
+  // it) and the layers kept in f32 (Model::set_float_layers).
+  ComputeType precision = ComputeType::f32;
+  std::vector<int64_t> float_layers;
 };
 
 struct PerplexityResult {

@@ -99,6 +99,8 @@ PerplexityResult mlm_perplexity(const std::string& model_dir, const PerplexityOp
   LF_CHECK(missing.empty(), "perplexity: model folder ", model_dir,
            " lacks trained tensors the masked-LM score needs: ", missing);
   const Tokenizer tok(tok_path);
+  model->set_compute_type(opt.precision);
+  model->set_float_layers(opt.float_layers);
   return mlm_perplexity(*model, tok, opt);
 }
 
