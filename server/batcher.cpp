@@ -81,9 +81,10 @@ void Batcher::load_and_warm_up() {
   cb_ = load_classifier(o_.model_dir, false);
   cb_.model->set_compute_type(o_.precision);
   // A sequence's result depends on its padded length only, not on the rest of the batch
-  // (promised in f32; bf16 runs the same way unchecked).
+  // (promised in f32 and int8, whose per-token scales and integer sums keep rows apart; bf16
+  // runs the same way unchecked).
   cb_.model->set_batch_invariant(o_.invariant);
-  invariant_ = o_.invariant && o_.precision == ComputeType::f32;
+  invariant_ = o_.invariant && o_.precision != ComputeType::bf16;
   // One forward at a short and at the longest length, so that the first clients do not pay
   // for the arena and oneDNN's primitives (503 from /health until this is done).
   const Config& cfg = cb_.model->config();

@@ -140,6 +140,24 @@ TEST_P(BatchInvariance, SameBitsAloneAndInAnyBatch) {
   }
 }
 
+// The same in int8 (--precision int8): per-token scales and exact integer sums keep every
+// sequence's result independent of its batch (tiled exact attention, N = max_len, two
+// threads).
+TEST_P(BatchInvariance, SameBitsInInt8) {
+  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  const Config& cfg = GetParam().cfg;
+  Model m(cfg);
+  test::randomise(m, 5);
+  m.set_batch_invariant(true);
+  m.set_compute_type(ComputeType::int8);
+  test::ThreadGuard tg(2);
+  for (int64_t len : {cfg.max_len, cfg.max_len - 5}) {
+    check_invariance(m, random_sequence(cfg, len, 91 + len), cfg.max_len, 5, true,
+                     GetParam().name + ", int8, len " + std::to_string(len));
+    if (HasFailure()) return;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, BatchInvariance,
                          ::testing::ValuesIn(test::attention_matrix(test::tiny_config())),
                          [](const auto& info) { return info.param.name; });

@@ -127,6 +127,8 @@ def test_training_option_errors(tmp_path, data):
         linformer.finetune(train=3, out=str(tmp_path / "r"))
     with pytest.raises(ValueError, match="out"):
         linformer.pretrain(train=data["texts"], config="x.json")
+    with pytest.raises(ValueError, match="int8 is for inference only"):
+        linformer.finetune(train=data["train"], out=str(tmp_path / "r"), precision="int8")
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         linformer.pretrain(train=str(tmp_path / "nope.txt"), init_from=str(tmp_path),
                            out=str(tmp_path / "r"))
