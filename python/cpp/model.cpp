@@ -25,9 +25,18 @@ namespace lfpy {
 
 namespace fs = std::filesystem;
 
-PyModel::PyModel(const std::string& dir, const std::string& precision, py::handle threads_obj)
+PyModel::PyModel(const std::string& dir, const std::string& precision, py::handle threads_obj,
+                 py::handle float_layers_obj)
     : path(dir), threads(parse_threads(threads_obj)) {
   const lf::ComputeType ct = parse_precision(precision);
+  std::vector<int64_t> float_layers;
+  if (!float_layers_obj.is_none()) {
+    try {
+      float_layers = py::cast<std::vector<int64_t>>(float_layers_obj);
+    } catch (const py::cast_error&) {
+      throw py::value_error("float_layers must be a list of layer indices (ints), or None");
+    }
+  }
   require_path(dir, "model folder", true);
   const fs::path weights = fs::path(dir) / "model.safetensors";
   require_path(weights.string(), "model file", false);
@@ -50,6 +59,11 @@ PyModel::PyModel(const std::string& dir, const std::string& precision, py::handl
       if (!file.has(p.name)) missing.push_back(p.name);
   }
   model->set_compute_type(ct);
+  try {
+    model->set_float_layers(float_layers);
+  } catch (const lf::Error& e) {
+    throw py::value_error(e.what());
+  }
 }
 
 PyModel::PyModel(std::unique_ptr<lf::Model> m, std::shared_ptr<lf::Tokenizer> tok)
@@ -352,7 +366,7 @@ std::string PyModel::repr() const {
 void register_model(py::module_& m) {
   py::class_<PyModel>(m, "Model", R"doc(A Linformer (or standard-attention) encoder, loaded from a model folder.
 
-Model(path, precision="f32", threads=None)
+Model(path, precision="f32", threads=None, float_layers=None)
 
 path      a model folder: config.json and model.safetensors, plus tokenizer.model to
           take texts and labels.json for a classifier (what `linformer init`,
@@ -362,6 +376,8 @@ precision "f32" (default), "bf16" or "int8": the precision of the encoder's line
           relative difference, faster on CPUs with AVX512-BF16). int8: int8 weights with a
           scale per output channel, inputs quantized per token, int32 accumulation
           (docs/int8.md; fastest with AVX512-VNNI). Anything else: ValueError.
+float_layers  None (default) or a list of encoder layer indices whose linear maps stay
+          f32 with precision "int8" or "bf16" (--float-layers; docs/int8.md).
 threads   None (default): the OpenMP thread count of the process (OMP_NUM_THREADS);
           an int n: this model's calls set the calling thread's OpenMP thread count
           (omp_set_num_threads) to n for their duration, then restore it.
@@ -371,8 +387,9 @@ owns its activation memory): calls on one Model from several threads are
 serialised by its lock, while two Models run in parallel.
 A missing folder or file raises FileNotFoundError, bad arguments ValueError,
 anything else the engine refuses RuntimeError, each with the engine's message.)doc")
-      .def(py::init<const std::string&, const std::string&, py::handle>(), py::arg("path"),
-           py::arg("precision") = "f32", py::arg("threads") = py::none())
+      .def(py::init<const std::string&, const std::string&, py::handle, py::handle>(),
+           py::arg("path"), py::arg("precision") = "f32", py::arg("threads") = py::none(),
+           py::arg("float_layers") = py::none())
       .def_property_readonly(
           "config", [](const PyModel& s) { return from_json(nlohmann::json::parse(s.config().to_json())); },
           "The model configuration (a dict: the keys of config.json, docs/config.md).")

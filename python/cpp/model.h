@@ -15,7 +15,8 @@ namespace lfpy {
 
 struct PyModel {
   // A model folder (FileNotFoundError when absent); see the class docstring.
-  PyModel(const std::string& dir, const std::string& precision, py::handle threads);
+  PyModel(const std::string& dir, const std::string& precision, py::handle threads,
+          py::handle float_layers);
   // A model made in memory (linformer.init), with an optional tokenizer.
   PyModel(std::unique_ptr<lf::Model> m, std::shared_ptr<lf::Tokenizer> tok);
 

@@ -129,6 +129,12 @@ def test_int8_is_close_to_f32(tiny_model):
     assert not np.array_equal(q, f32)  # the int8 products ran
     rel = np.linalg.norm(q - f32) / np.linalg.norm(f32)
     assert rel < 0.05, rel
+    # Every layer kept in f32: f32's result exactly; a layer the model lacks: ValueError.
+    layers = list(range(m.config["n_layers"]))
+    kept = linformer.Model(tiny_model, precision="int8", float_layers=layers)
+    np.testing.assert_array_equal(kept.forward(ids)["hidden_states"], f32)
+    with pytest.raises(ValueError, match="layer 99"):
+        linformer.Model(tiny_model, precision="int8", float_layers=[99])
 
 
 def test_init_save_and_reload(workdir):
