@@ -58,37 +58,30 @@ ComputeType parse_compute_type(const std::string& name) {
 }
 
 namespace {
+// Whether oneDNN can build a 64 x 64 matmul with these types here (weights in the layout it
+// picks, as the packed products ask).
+bool onednn_has_matmul(dnnl::memory::data_type a, dnnl::memory::data_type b,
+                       dnnl::memory::data_type c) {
+  using tag = dnnl::memory::format_tag;
+  try {
+    const dnnl::memory::desc ma({64, 64}, a, tag::ab), mb({64, 64}, b, tag::any),
+        mc({64, 64}, c, tag::ab);
+    dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, mc), cpu_engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+using dt = dnnl::memory::data_type;
 // Asked once: can oneDNN build a bf16 x bf16 -> f32 matmul here?
 bool native_bf16() {
-  static const bool bf16 = [] {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    try {
-      const dnnl::memory::desc a({64, 64}, dt::bf16, tag::ab), b({64, 64}, dt::bf16, tag::ab),
-          c({64, 64}, dt::f32, tag::ab);
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cpu_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+  static const bool bf16 = onednn_has_matmul(dt::bf16, dt::bf16, dt::f32);
   return bf16;
 }
 }  // namespace
 
 bool int8_supported() {
-  static const bool ok = [] {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    try {
-      const dnnl::memory::desc a({64, 64}, dt::s8, tag::ab), b({64, 64}, dt::s8, tag::any),
-          c({64, 64}, dt::s32, tag::ab);
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), cpu_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+  static const bool ok = onednn_has_matmul(dt::u8, dt::s8, dt::s32);
   return ok;
 }
 
