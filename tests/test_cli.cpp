@@ -289,6 +289,17 @@ TEST(Cli, ForwardInt8IsCloseToF32) {
                           "--k 16 --attention linformer --reps 1 --precision int8 --json");
   expect_ok(r, "bench int8");
   EXPECT_NE(r.out.find("\"compute\": \"int8\""), std::string::npos) << r.out.substr(0, 400);
+  // --compare-precision: the grid in f32 and int8, one table of both, kept by --from-json.
+  r = run_cli(dir, "bench --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 50 --n 64 --k 16 "
+                   "--attention linformer standard --reps 1 --compare-precision int8 --out-dir " +
+                       dir + "/b");
+  expect_ok(r, "bench --compare-precision");
+  expect_mentions(r.out, {"## Precisions", "| f32 ms/seq | int8 ms/seq | int8 speed-up |",
+                          "| linformer | 64 | 16 |", "| standard | 64 | - |", "linformer (int8)"},
+                  "bench --compare-precision");
+  const CliRun again = run_cli(dir, "bench --from-json " + dir + "/b/bench.json");
+  expect_ok(again, "bench --from-json");
+  EXPECT_EQ(again.out, r.out);
   r = run_cli(dir, "bench --train --n 32 --k 8 --precision int8");
   EXPECT_NE(r.code, 0);
   EXPECT_FALSE(r.crashed);

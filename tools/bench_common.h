@@ -34,6 +34,7 @@ struct Opts {
   double max_run_seconds = 900;
   bool quick = false, json_out = false, no_fork = false;
   ComputeType precision = ComputeType::f32;
+  std::vector<std::string> compare_precisions;  // --compare-precision
   std::string out_dir, from_json;
   uint64_t seed = 1;
   // --train
@@ -49,6 +50,18 @@ Config make_config(const Opts& o, const std::string& kind, int64_t n, int64_t k)
 double median(std::vector<double> v);
 std::string fmt(const char* f, double v);  // snprintf of one number
 std::string gib(double bytes);             // "%.2f" GiB
+
+// bench.csv (a row per record) and the plots bench_time.svg and bench_memory.svg in dir
+// (bench_report.cpp).
+void write_csv(const std::string& path, const std::vector<json>& runs);
+void write_plots(const std::string& dir, const std::vector<json>& runs,
+                 const std::vector<int64_t>& ks);
+// The records of one precision ("compute"; f32 when absent), in order.
+std::vector<json> runs_in(const std::vector<json>& runs, const std::string& compute);
+// The markdown section of `bench --compare-precision` (bench_precisions.cpp): every
+// configuration's time in each precision of meta["precisions"], the speed-ups over the first,
+// and each rate against its own precision's peak (meta["peaks"]).
+std::string precisions_table(const std::vector<json>& runs, const json& meta);
 
 // `linformer bench --train` (cmd_bench_train.cpp); `from_json` rewrites the tables of an
 // earlier bench.json instead of running.

@@ -170,8 +170,11 @@ std::string grid(const std::vector<json>& runs, const std::vector<int64_t>& ns,
   return os.str();
 }
 
-std::string markdown(const std::vector<json>& runs, const json& meta, const Opts& o,
+std::string markdown(const std::vector<json>& all_runs, const json& meta, const Opts& o,
                      const std::vector<int64_t>& ns, const std::vector<int64_t>& ks) {
+  // The grids describe the main precision; --compare-precision adds the others' table.
+  const std::vector<json> runs = runs_in(all_runs, meta.value("compute", "f32"));
+  const bool several = meta.contains("precisions") && meta["precisions"].size() > 1;
   std::ostringstream os;
   const double peak = meta.value("sgemm_gflops", 0.0);
   os << "# Inference efficiency: Linformer vs standard and streaming attention\n\n";
@@ -218,14 +221,18 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
   };
   for (const auto& g : grids)
     os << "## " << g.heading << "\n\n" << g.note << grid(runs, ns, ks, g.base, g.what) << "\n";
+  if (several) os << precisions_table(all_runs, meta);
   os << "## All runs\n\n"
-     << "% of sgemm: against an sgemm measured in the same child just before the run.\n\n"
+     << "% of sgemm: against the same precision's product measured in the same child just "
+        "before the run.\n\n"
      << "| attention | n | k | max batch | timed batch | ms/seq | GFLOP/s | % of sgemm | "
         "engine GiB | peak RSS GiB | activation MiB/seq |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const json& r : runs) {
+  for (const json& r : several ? all_runs : runs) {
     const bool g = ok(&r);
-    os << "| " << r.value("attention", "?") << " | " << r.value("n", 0) << " | "
+    os << "| " << r.value("attention", "?")
+       << (several ? std::string(" (") + r.value("compute", "f32") + ")" : std::string()) << " | "
+       << r.value("n", 0) << " | "
        << (r.contains("k") && !r["k"].is_null() ? std::to_string(r["k"].get<int64_t>()) : "-")
        << " | " << r.value("max_batch", 0) << " | "
        << (r.contains("batch") ? std::to_string(r["batch"].get<int64_t>()) : "-") << " | ";
@@ -247,60 +254,6 @@ std::string markdown(const std::vector<json>& runs, const json& meta, const Opts
     os << " | " << fmt("%.1f", r.value("bytes_per_sequence", 0.0) / (1024.0 * 1024.0)) << " |\n";
   }
   return os.str();
-}
-
-void write_csv(const std::string& path, const std::vector<json>& runs) {
-  std::ostringstream os;
-  os << "attention,n,k,batch,max_batch,layers,seconds_per_sequence,peak_bytes_engine,"
-        "peak_rss_bytes,gflops,bytes_per_sequence,status\n";
-  for (const json& r : runs) {
-    auto num = [&](const char* key) -> std::string {
-      if (!r.contains(key) || r[key].is_null()) return "";
-      std::ostringstream v;
-      v.precision(9);
-      v << r[key].get<double>();
-      return v.str();
-    };
-    os << r.value("attention", "") << "," << num("n") << "," << num("k") << "," << num("batch")
-       << "," << num("max_batch") << "," << num("layers") << "," << num("seconds_per_sequence")
-       << "," << num("peak_bytes_engine") << "," << num("peak_rss_bytes") << "," << num("gflops")
-       << "," << num("bytes_per_sequence") << "," << r.value("status", "") << "\n";
-  }
-  write_file_atomic(path, os.str());
-}
-
-void write_plots(const std::string& dir, const std::vector<json>& runs,
-                 const std::vector<int64_t>& ks) {
-  std::vector<PlotSeries> time, mem;
-  auto add = [&](const std::string& name, const std::string& kind, int64_t k, bool dashed) {
-    PlotSeries t{name, {}, {}, dashed}, m{name, {}, {}, dashed};
-    for (const json& r : runs) {
-      if (r.value("attention", "") != kind) continue;
-      if (kind == "linformer" && r.value("k", int64_t(0)) != k) continue;
-      const double n = r.value("n", 0.0);
-      if (ok(&r)) {
-        t.x.push_back(n);
-        t.y.push_back(1e3 * r.value("seconds_per_sequence", 0.0));
-      }
-      m.x.push_back(n);
-      m.y.push_back(r.value("activation_bytes_batch1", 0.0) / (1024.0 * 1024.0));
-    }
-    if (!t.x.empty()) time.push_back(t);
-    if (!m.x.empty()) mem.push_back(m);
-  };
-  add("standard ([B,H,n,n])", "standard", 0, false);
-  add("tiled standard", "tiled", 0, true);
-  add("streaming (exact)", "streaming", 0, true);
-  for (int64_t k : ks) add("Linformer k=" + std::to_string(k), "linformer", k, false);
-  PlotOptions po;
-  po.log_x = po.log_y = true;
-  po.x_label = "sequence length n";
-  po.title = "Inference time per sequence";
-  po.y_label = "ms per sequence";
-  write_svg_line_plot(dir + "/bench_time.svg", time, po);
-  po.title = "Activations + scratch of a batch of 1 (engine accounting)";
-  po.y_label = "MiB at batch 1";
-  write_svg_line_plot(dir + "/bench_memory.svg", mem, po);
 }
 
 }  // namespace
@@ -364,6 +317,12 @@ void add_bench(CLI::App& app) {
       "token); the GEMM peak reference is then the same packed product (for int8 with its "
       "quantization and dequantization: GOP/s). --train takes f32 or bf16",
       true);
+  cmd->add_option("--compare-precision", o->compare_precisions,
+                  "Also run the grid in these precisions (f32 bf16 int8) and add a table of "
+                  "every configuration's time in each, the speed-up over --precision and each "
+                  "rate against its own precision's product peak (measured in the same run)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
+      ->group("Options");
   cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
   cmd->add_flag("--no-fork", o->no_fork,
                 "Run every configuration in this process (peak RSS is then process-wide)");
@@ -446,7 +405,7 @@ void add_bench(CLI::App& app) {
         std::filesystem::create_directories(opt.out_dir);
         write_file_atomic(opt.out_dir + "/bench.md", md);
         write_csv(opt.out_dir + "/bench.csv", runs);
-        write_plots(opt.out_dir, runs, kv);
+        write_plots(opt.out_dir, runs_in(runs, meta.value("compute", "f32")), kv);
       }
       std::printf("%s", md.c_str());
       return;
@@ -458,61 +417,82 @@ void add_bench(CLI::App& app) {
     std::set<std::string> kinds(opt.kinds.begin(), opt.kinds.end());
 
     auto run = [&](auto f) { return opt.no_fork ? f() : isolated(f); };
-    // 1. The sgemm peak, in a child like everything else.
-    const int64_t gm = 4096, gn = 3072, gk = 768;
-    json peak = run([&] {
-      return json{{"gflops", bench::matmul_gflops(opt.precision, gm, gn, gk)},
-                  {"threads", bench::threads()}};
-    });
-    const double peak_gflops = peak.value("gflops", 0.0);
-    std::fprintf(stderr, "bench: sgemm %lldx%lldx%lld: %.0f GFLOP/s on %d threads; budget %.1f GiB\n",
-                 static_cast<long long>(gm), static_cast<long long>(gn),
-                 static_cast<long long>(gk), peak_gflops, peak.value("threads", 0),
-                 budget / kGiB);
-    // 2. The grid.
-    std::vector<Job> jobs;
-    for (int64_t n : opt.ns) {
-      for (const char* exact : {"standard", "tiled", "streaming"})
-        if (kinds.count(exact)) jobs.push_back({exact, n, 0});
-      if (kinds.count("linformer"))
-        for (int64_t k : opt.ks)
-          if (k < n && n % k == 0) jobs.push_back({"linformer", n, k});
+    // The precisions to run: --precision, then each --compare-precision not already listed.
+    std::vector<ComputeType> precisions{opt.precision};
+    for (const std::string& p : opt.compare_precisions) {
+      const ComputeType t = parse_compute_type(p);
+      if (std::find(precisions.begin(), precisions.end(), t) == precisions.end())
+        precisions.push_back(t);
     }
+    const ComputeType main_precision = opt.precision;
+    json peaks = json::object();
     std::vector<json> runs;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const Job& j = jobs[i];
-      const std::string name =
-          j.kind + " n=" + std::to_string(j.n) +
-          (j.kind == "linformer" ? " k=" + std::to_string(j.k) : std::string());
-      std::fprintf(stderr, "[%zu/%zu] %s ...", i + 1, jobs.size(), name.c_str());
-      std::fflush(stderr);
-      const double t0 = bench::now_seconds();
-      json r = run([&] { return run_job(opt, j, budget_bytes, 0.8 * std::max(peak_gflops, 1.0)); });
-      r["attention"] = j.kind;
-      r["n"] = j.n;
-      r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
-      r["layers"] = opt.layers;
-      const std::string st = r.value("status", "?");
-      if (st == "ok")
-        std::fprintf(stderr, " max batch %lld, timed %lld: %.2f ms/seq, %.0f GFLOP/s (%.0f%% of sgemm), RSS %.2f GiB [%.0f s]\n",
-                     static_cast<long long>(r.value("max_batch", 0)),
-                     static_cast<long long>(r.value("batch", 0)),
-                     1e3 * r.value("seconds_per_sequence", 0.0), r.value("gflops", 0.0),
-                     100.0 * r.value("gflops", 0.0) /
-                         std::max(r.value("sgemm_gflops_now", peak_gflops), 1e-9),
-                     r.value("peak_rss_bytes", 0.0) / kGiB, bench::now_seconds() - t0);
-      else if (st == "does_not_fit")
-        std::fprintf(stderr, " does not fit batch 1 (needs %.2f GiB)\n",
-                     r.value("bytes_batch1", 0.0) / kGiB);
-      else if (st == "skipped")
-        std::fprintf(stderr, " skipped: predicted %.0f s > --max-run-seconds\n",
-                     r.value("predicted_seconds", 0.0));
-      else
-        std::fprintf(stderr, " %s: %s\n", st.c_str(), r.value("error", "").c_str());
-      runs.push_back(std::move(r));
+    double peak_gflops = 0;
+    json peak;
+    const int64_t gm = 4096, gn = 3072, gk = 768;
+    for (ComputeType prec : precisions) {
+      opt.precision = prec;
+      // 1. The product peak of this precision, in a child like everything else.
+      peak = run([&] {
+        return json{{"gflops", bench::matmul_gflops(opt.precision, gm, gn, gk)},
+                    {"threads", bench::threads()}};
+      });
+      peaks[compute_type_name(prec)] = peak.value("gflops", 0.0);
+      if (prec == main_precision) peak_gflops = peak.value("gflops", 0.0);
+      const double this_peak = peak.value("gflops", 0.0);
+      std::fprintf(stderr, "bench: %s product %lldx%lldx%lld: %.0f %s on %d threads; budget %.1f GiB\n",
+                   compute_type_name(prec), static_cast<long long>(gm), static_cast<long long>(gn),
+                   static_cast<long long>(gk), this_peak,
+                   prec == ComputeType::int8 ? "GOP/s" : "GFLOP/s", peak.value("threads", 0),
+                   budget / kGiB);
+      // 2. The grid.
+      std::vector<Job> jobs;
+      for (int64_t n : opt.ns) {
+        for (const char* exact : {"standard", "tiled", "streaming"})
+          if (kinds.count(exact)) jobs.push_back({exact, n, 0});
+        if (kinds.count("linformer"))
+          for (int64_t k : opt.ks)
+            if (k < n && n % k == 0) jobs.push_back({"linformer", n, k});
+      }
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const Job& j = jobs[i];
+        const std::string name =
+            j.kind + " n=" + std::to_string(j.n) +
+            (j.kind == "linformer" ? " k=" + std::to_string(j.k) : std::string());
+        std::fprintf(stderr, "[%zu/%zu] %s%s ...", i + 1, jobs.size(), name.c_str(),
+                     precisions.size() > 1 ? (std::string(" ") + compute_type_name(prec)).c_str()
+                                           : "");
+        std::fflush(stderr);
+        const double t0 = bench::now_seconds();
+        json r = run([&] { return run_job(opt, j, budget_bytes, 0.8 * std::max(this_peak, 1.0)); });
+        r["attention"] = j.kind;
+        r["n"] = j.n;
+        r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+        r["layers"] = opt.layers;
+        const std::string st = r.value("status", "?");
+        if (st == "ok")
+          std::fprintf(stderr, " max batch %lld, timed %lld: %.2f ms/seq, %.0f GFLOP/s (%.0f%% of sgemm), RSS %.2f GiB [%.0f s]\n",
+                       static_cast<long long>(r.value("max_batch", 0)),
+                       static_cast<long long>(r.value("batch", 0)),
+                       1e3 * r.value("seconds_per_sequence", 0.0), r.value("gflops", 0.0),
+                       100.0 * r.value("gflops", 0.0) /
+                           std::max(r.value("sgemm_gflops_now", this_peak), 1e-9),
+                       r.value("peak_rss_bytes", 0.0) / kGiB, bench::now_seconds() - t0);
+        else if (st == "does_not_fit")
+          std::fprintf(stderr, " does not fit batch 1 (needs %.2f GiB)\n",
+                       r.value("bytes_batch1", 0.0) / kGiB);
+        else if (st == "skipped")
+          std::fprintf(stderr, " skipped: predicted %.0f s > --max-run-seconds\n",
+                       r.value("predicted_seconds", 0.0));
+        else
+          std::fprintf(stderr, " %s: %s\n", st.c_str(), r.value("error", "").c_str());
+        runs.push_back(std::move(r));
+      }
     }
+    opt.precision = main_precision;
     json meta = {{"sgemm_gflops", peak_gflops},
                  {"compute", compute_type_name(opt.precision)},
+                 {"peaks", peaks},
                  {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
                  {"threads", peak.value("threads", 0)},
                  {"budget_bytes", budget_bytes},
@@ -524,6 +504,10 @@ void add_bench(CLI::App& app) {
                  {"batch_tokens", opt.batch_tokens},
                  {"at_max_batch", opt.at_max_batch},
                  {"forked", !opt.no_fork}};
+    if (precisions.size() > 1) {
+      meta["precisions"] = json::array();
+      for (ComputeType t : precisions) meta["precisions"].push_back(compute_type_name(t));
+    }
     json doc = {{"meta", meta}, {"runs", runs}};
     const std::string md = markdown(runs, meta, opt, opt.ns, opt.ks);
     if (!opt.out_dir.empty()) {
@@ -531,7 +515,7 @@ void add_bench(CLI::App& app) {
       write_file_atomic(opt.out_dir + "/bench.md", md);
       write_file_atomic(opt.out_dir + "/bench.json", doc.dump(1) + "\n");
       write_csv(opt.out_dir + "/bench.csv", runs);
-      write_plots(opt.out_dir, runs, opt.ks);
+      write_plots(opt.out_dir, runs_in(runs, compute_type_name(opt.precision)), opt.ks);
       std::fprintf(stderr, "bench: wrote %s/bench.{md,csv,json} and bench_{time,memory}.svg\n",
                    opt.out_dir.c_str());
     }
