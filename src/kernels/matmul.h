@@ -37,8 +37,8 @@ void widen_bf16(float* dst, const uint16_t* src, int64_t n);
 // so that the bf16 code paths run (slowly, with results close to but not bitwise those of
 // native bf16) on any CPU: a test mode (README, "Building by hand").
 bool bf16_emulated();
-// Whether oneDNN has an s8 x s8 -> s32 matmul here (AVX2 and newer), and whether its int8 dot
-// product is VNNI (AVX512-VNNI or AVX-VNNI: no intermediate saturation, int8_weight_max).
+// Whether oneDNN has a u8 x s8 -> s32 matmul here (AVX2 and newer), and whether its int8 dot
+// product is AVX512-VNNI (no intermediate saturation: int8_weight_max).
 bool int8_supported();
 bool int8_vnni();
 
