@@ -90,7 +90,7 @@ PY
       ppl=$("$LF" perplexity --model "$PTB/$m/model" --text "$DATA/ptb/ptb.valid.txt" --seed 1 \
               --quiet --json --precision "$c" | python3 -c "import json,sys; print(json.load(sys.stdin)['ppl'])")
       [ -z "$base" ] && base=$ppl
-      python3 -c "import sys; p, b = float(sys.argv[3]), float(sys.argv[4]); print('| %s | %s | %.2f | %+.2f%% |' % (sys.argv[1], sys.argv[2], p, 100 * (p / b - 1)))" \
+      python3 -c "import sys; p, b = float(sys.argv[3]), float(sys.argv[4]); print('| %s | %s | %.3f | %+.3f%% |' % (sys.argv[1], sys.argv[2], p, 100 * (p / b - 1)))" \
         "$m" "$c" "$ppl" "$base"
     done
   done

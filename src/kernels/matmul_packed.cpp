@@ -241,11 +241,11 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
 void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e) const {
   const float* x = in.f;
   const uint16_t* x16 = in.h;
-  LF_DCHECK(rows <= 0 || (out && (x || (x16 && type() == ComputeType::bf16))),
-            "packed linear: null input or output for ", rows, " rows");
   LF_CHECK(!x16 || type() == ComputeType::bf16,
            "packed linear: a bf16 input needs bf16 weights (these are ", compute_type_name(type()),
            ")");
+  LF_DCHECK(rows <= 0 || (out && (x || x16)), "packed linear: null input or output for ", rows,
+            " rows");
   if (row_tile_ > 0) {
     LF_CHECK(!x16, "packed linear: a fixed row tile takes f32 inputs");
     apply_tiled(out, x, rows, bias, e, row_tile_);
