@@ -20,7 +20,10 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-classifiers="sst2-standard-n512 sst2-lin-k128-n512 imdb-standard-n512-lr3e-4 imdb-lin-k128-n512-meanpool"
+# The classifiers (cls_runs.sh's names), each with its dev/val set under DATA.
+specs="sst2-standard-n512:sst2/dev.tsv sst2-lin-k128-n512:sst2/dev.tsv
+       imdb-standard-n512-lr3e-4:imdb/val.tsv imdb-lin-k128-n512-meanpool:imdb/val.tsv"
+classifiers=$(for s in $specs; do printf '%s ' "${s%%:*}"; done)
 
 case $stage in
 models)
@@ -38,8 +41,7 @@ eval)
   echo "## Classifiers: accuracy, loss and wall time of \`evaluate\` (tokenising included)"
   echo
   printf "| model | data | precision | accuracy | loss | seconds |\n|---|---|---|---|---|---|\n"
-  for spec in sst2-standard-n512:sst2/dev.tsv sst2-lin-k128-n512:sst2/dev.tsv \
-              imdb-standard-n512-lr3e-4:imdb/val.tsv imdb-lin-k128-n512-meanpool:imdb/val.tsv; do
+  for spec in $specs; do
     name=${spec%%:*}; data=$DATA/${spec#*:}
     [ -d "$RUNS/$name/best" ] || { echo "skipped $name: no $RUNS/$name/best" >&2; continue; }
     for c in "${precs[@]}"; do
@@ -55,8 +57,7 @@ eval)
   echo "## Embeddings: cosine similarity to f32 (mean-pooled, every dev/val text)"
   echo
   printf "| model | data | precision | mean cosine | worst cosine | texts |\n|---|---|---|---|---|---|\n"
-  for spec in sst2-standard-n512:sst2/dev.tsv sst2-lin-k128-n512:sst2/dev.tsv \
-              imdb-standard-n512-lr3e-4:imdb/val.tsv imdb-lin-k128-n512-meanpool:imdb/val.tsv; do
+  for spec in $specs; do
     name=${spec%%:*}; data=$DATA/${spec#*:}
     [ -d "$RUNS/$name/best" ] || continue
     for c in "${precs[@]}"; do

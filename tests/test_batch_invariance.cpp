@@ -144,7 +144,7 @@ TEST_P(BatchInvariance, SameBitsAloneAndInAnyBatch) {
 // sequence's result independent of its batch (tiled exact attention, N = max_len, two
 // threads).
 TEST_P(BatchInvariance, SameBitsInInt8) {
-  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  LF_REQUIRE_INT8();
   const Config& cfg = GetParam().cfg;
   Model m(cfg);
   test::randomise(m, 5);

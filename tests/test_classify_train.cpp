@@ -397,7 +397,7 @@ TEST_F(ClassifyTrain, CliEvaluatePredictEmbed) {
 // every layer gives f32's embeddings exactly, a layer the model lacks is refused, and the
 // training commands refuse int8 before anything runs.
 TEST_F(ClassifyTrain, CliInt8OnEveryInferenceCommand) {
-  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  LF_REQUIRE_INT8();
   const std::string dir = test::temp_dir("int8");
   const std::string model = dir_ + "/run/best";
   CliRun r = run_cli(dir, "evaluate --model " + model + " --data " + dir_ + "/dev.tsv --quiet");

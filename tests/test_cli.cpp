@@ -281,7 +281,7 @@ TEST(Cli, ForwardBf16IsCloseToF32) {
 
 // forward --precision int8: hidden states and MLM logits close to f32's (and not equal).
 TEST(Cli, ForwardInt8IsCloseToF32) {
-  if (!compute_type_supported(ComputeType::int8)) GTEST_SKIP() << "no int8 matmul on this CPU";
+  LF_REQUIRE_INT8();
   const std::string dir = test::temp_dir("int8");
   forward_close_to_f32(dir, "--precision int8", "int8", 5e-2);
   // bench runs it and says so; bench --train refuses it.

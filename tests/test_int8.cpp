@@ -18,12 +18,6 @@
 namespace lf {
 namespace {
 
-#define LF_REQUIRE_INT8()                                                     \
-  do {                                                                        \
-    if (!::lf::compute_type_supported(::lf::ComputeType::int8))               \
-      GTEST_SKIP() << "this CPU has no int8 matmul in oneDNN (needs AVX2)";   \
-  } while (0)
-
 // The naive quantization of one row: scale = max|x| / qmax, q = x / scale rounded half to
 // even, in double.
 void naive_quantize(const float* x, int64_t n, int qmax, std::vector<int>& q, double& scale) {

@@ -37,6 +37,12 @@ inline std::vector<ComputeType> compute_types() {
     if (!::lf::compute_type_supported(::lf::ComputeType::bf16))                     \
       GTEST_SKIP() << "this CPU has no bf16 matmul in oneDNN (bf16 needs AVX-512)"; \
   } while (0)
+// The same for int8 (oneDNN's int8 matmul needs AVX2).
+#define LF_REQUIRE_INT8()                                                   \
+  do {                                                                      \
+    if (!::lf::compute_type_supported(::lf::ComputeType::int8))             \
+      GTEST_SKIP() << "this CPU has no int8 matmul in oneDNN (needs AVX2)"; \
+  } while (0)
 
 // A fresh, empty temporary folder for one test.
 inline std::string temp_dir(const std::string& tag) {

@@ -210,10 +210,7 @@ void run_train_bench(Opts o, const json* from_json) {
   for (const std::string& kind : o.kinds)
     LF_CHECK(kind == "standard" || kind == "linformer", "bench --train: --attention ", kind,
              " is an inference variant; training runs standard or linformer");
-  LF_CHECK(compute_type_trains(o.precision), "bench --train: precision ",
-           compute_type_name(o.precision),
-           " is for inference only (forward, evaluate, predict, embed, bench, serve); train in "
-           "f32 or bf16");
+  require_trains(o.precision);
   LF_CHECK(o.layers > 0 && o.heads > 0 && o.d_model % o.heads == 0,
            "bench --train: need --layers > 0 and --d-model divisible by --heads");
   std::sort(o.ns.begin(), o.ns.end());

@@ -28,8 +28,10 @@ ComputeType parse_compute_type(const std::string& name);
 // (require_compute_type).
 bool compute_type_supported(ComputeType t);
 // Whether training can run its products in t: f32 and bf16 (int8 is for inference only).
-inline bool compute_type_trains(ComputeType t) { return t != ComputeType::int8; }
+bool compute_type_trains(ComputeType t);
 // Throws lf::Error naming the CPU's missing feature when compute_type_supported(t) is false.
 void require_compute_type(ComputeType t);
+// Throws lf::Error saying t is for inference only when compute_type_trains(t) is false.
+void require_trains(ComputeType t);
 
 }  // namespace lf

@@ -268,6 +268,7 @@ bool f32_matmul_faster(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 
 const Precision& precision(ComputeType t) {
   using P = Precision;
+  // Rows in the order of ComputeType's values.
   static const Precision rows[] = {
       {ComputeType::f32, true, ComputeType::f32, 0, P::Weights::f32, P::Input::as_is,
        P::Accumulator::f32, PackedLinear::kMaxRowsDirect},
@@ -276,9 +277,18 @@ const Precision& precision(ComputeType t) {
       {ComputeType::int8, false, ComputeType::f32, 0, P::Weights::int8_per_channel,
        P::Input::quantize_per_row, P::Accumulator::s32_dequantized, 256},
   };
-  for (const Precision& p : rows)
-    if (p.type == t) return p;
-  fail("unknown precision ", static_cast<int>(t));
+  const auto i = static_cast<size_t>(t);
+  LF_CHECK(i < std::size(rows) && rows[i].type == t, "unknown precision ", static_cast<int>(t));
+  return rows[i];
+}
+
+bool compute_type_trains(ComputeType t) { return precision(t).trains; }
+
+void require_trains(ComputeType t) {
+  if (!compute_type_trains(t))
+    fail("precision ", compute_type_name(t),
+         " is for inference only (forward, evaluate, predict, embed, perplexity, bench, serve); "
+         "train in f32 or bf16");
 }
 
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {

@@ -6,11 +6,10 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 
 namespace lf {
-
-bool int8_vnni();  // kernels/matmul.cpp: the CPU's int8 dot product is VNNI
 
 namespace {
 

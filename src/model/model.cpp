@@ -483,10 +483,7 @@ std::vector<int64_t> Model::float_layers() const {
 }
 void Model::set_train_compute_type(ComputeType t) {
   if (t == impl_->train_compute) return;
-  if (!compute_type_trains(t))
-    fail("precision ", compute_type_name(t),
-         " is for inference only (forward, evaluate, predict, embed, bench, serve); train in f32 "
-         "or bf16");
+  require_trains(t);
   require_compute_type(t);
   impl_->train_compute = t;
   impl_->train_packs_current = false;  // the packed weights are in the training precision

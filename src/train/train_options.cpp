@@ -11,14 +11,6 @@ namespace lf {
 
 using json = nlohmann::json;
 
-namespace {
-void check_trains(ComputeType t) {
-  LF_CHECK(compute_type_trains(t), "--precision ", compute_type_name(t),
-           " is for inference only (forward, evaluate, predict, embed, perplexity, bench, serve); "
-           "train in f32 or bf16");
-}
-}  // namespace
-
 void PretrainOptions::validate() const {
   check_below("--valid-fraction", valid_fraction, 0.0, 1.0);
   check_range("--vocab-size", vocab_size, int64_t{Tokenizer::kNumSpecial + 1}, limits::kMaxVocab);
@@ -32,7 +24,7 @@ void PretrainOptions::validate() const {
   check_range("--eval-batches", eval_batches, int64_t{1}, limits::kMaxSteps);
   check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
   check_range("--time-limit", time_limit, 0.0, 1e9);
-  check_trains(precision);
+  require_trains(precision);
   optim.validate();
 }
 
@@ -53,7 +45,7 @@ void FinetuneOptions::validate() const {
   check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
   check_range("--time-limit", time_limit, 0.0, 1e9);
   check_range("--stop-after", stop_after, int64_t{0}, limits::kMaxSteps);
-  check_trains(precision);
+  require_trains(precision);
   optim.validate();
 }
 
