@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "core/profile.h"
+#include "layers/attention_path.h"
+#include "linformer/bench.h"
 #include "test_util.h"
 
 namespace lf {
@@ -142,6 +144,55 @@ TEST(BenchTrain, RefusesOptionsOfTheOtherMode) {
   r = test::run_cli(dir, "bench --batch 4 --n 512");
   EXPECT_NE(r.code, 0) << test::show(r);
   EXPECT_NE(r.err.find("--train"), std::string::npos) << test::show(r);
+}
+
+// bench's attention choices come from the registry: every inference way of every kind is a
+// choice that selects that way, and every variant of a projected kind is reachable through
+// --attention, --sharing and --projection.
+TEST(BenchAttention, ChoicesAreTheRegistrysKindsAndWays) {
+  size_t ways = 0;
+  for (const AttentionVariant& v : attention_variants(Config{})) {
+    const AttentionPath& p = attention_path(v.cfg);
+    for (const InferenceWay& w : p.inference_ways()) {
+      const std::string name = *w.name ? w.name : to_string(v.cfg.attention);
+      const bench::AttentionChoice& c = bench::attention_choice(name);
+      EXPECT_EQ(c.attention, v.cfg.attention) << name;
+      EXPECT_EQ(c.exact, w.exact) << name;
+      EXPECT_EQ(&attention_path(v.cfg, c.exact), &p.inference_variant(w.exact)) << name;
+      ++ways;
+    }
+    const bench::AttentionChoice& c = bench::attention_choice(to_string(v.cfg.attention));
+    EXPECT_TRUE(c.trains()) << v.name;
+    EXPECT_EQ(c.projected, p.projected_length(v.cfg, 0) > 0) << v.name;
+    Config cfg;
+    bench::set_attention(cfg, c, to_string(v.cfg.sharing), to_string(v.cfg.projection));
+    EXPECT_EQ(&attention_path(cfg), &p) << v.name;
+    if (c.projected) EXPECT_EQ(cfg.projection, v.cfg.projection) << v.name;
+  }
+  EXPECT_GE(ways, bench::attention_choices().size());
+  for (const char* name : {"standard", "tiled", "streaming", "linformer"})
+    EXPECT_NO_THROW(bench::attention_choice(name)) << name;
+  EXPECT_THROW(bench::attention_choice("nope"), Error);
+  EXPECT_THROW(bench::attention_choice("tiled", /*training=*/true), Error);
+}
+
+// The inference benchmark runs every choice, here with a kind other than the default
+// (max pooling without sharing), and says which in its records and its table.
+TEST(BenchAttention, RunsEveryChoiceWithTheGivenSharingAndProjection) {
+  const std::string dir = test::temp_dir("bench_kinds");
+  const test::CliRun r = test::run_cli(
+      dir, "bench --no-fork --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 50 --n 64 "
+           "--k 16 --reps 1 --batch-tokens 64 --sharing none --projection max_pool --json");
+  ASSERT_EQ(r.code, 0) << test::show(r);
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["meta"].value("projection", ""), "max_pool");
+  EXPECT_EQ(doc["meta"].value("sharing", ""), "none");
+  std::vector<std::string> seen;
+  for (const json& run : doc["runs"]) {
+    EXPECT_EQ(run.value("status", ""), "ok") << run.dump();
+    seen.push_back(run.value("attention", ""));
+  }
+  EXPECT_EQ(seen, bench::attention_choice_names());
 }
 
 // Spins until at least `seconds` of steady-clock time have passed.

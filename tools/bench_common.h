@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "linformer/bench.h"
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
 #include "linformer/error.h"
@@ -25,8 +26,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Opts {
   int64_t layers = 12, d_model = 768, heads = 12, d_ff = 3072, vocab = 50265;
   std::vector<int64_t> ns, ks;
-  std::vector<std::string> kinds = {"standard", "tiled", "streaming", "linformer"};
+  std::vector<std::string> kinds = bench::attention_choice_names();  // every one
   std::string sharing;  // empty: layerwise (inference), headwise (training)
+  std::string projection = "linear";
   double budget_gib = 0;  // 0: default
   int64_t batch_tokens = 8192;
   bool at_max_batch = false;
@@ -43,8 +45,8 @@ struct Opts {
   int warmup = 2;
 };
 
-// The configuration of one run: attention `kind` (standard, tiled and streaming are all
-// standard attention; linformer uses k and the sharing), max_len n, dropout 0.
+// The configuration of one run: attention `kind` (a bench::attention_choices() name; a
+// projected kind uses k, the sharing and the projection), max_len n, dropout 0.
 Config make_config(const Opts& o, const std::string& kind, int64_t n, int64_t k);
 
 double median(std::vector<double> v);

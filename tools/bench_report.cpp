@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "linformer/bench.h"
 #include "linformer/file_util.h"
 #include "linformer/plot.h"
 
@@ -43,7 +44,8 @@ void write_plots(const std::string& dir, const std::vector<json>& runs,
     PlotSeries t{name, {}, {}, dashed}, m{name, {}, {}, dashed};
     for (const json& r : runs) {
       if (r.value("attention", "") != kind) continue;
-      if (kind == "linformer" && r.value("k", int64_t(0)) != k) continue;
+      if (k > 0 && !(r.contains("k") && r["k"].is_number() && r["k"].get<int64_t>() == k))
+        continue;
       const double n = r.value("n", 0.0);
       if (ok(&r)) {
         t.x.push_back(n);
@@ -55,10 +57,14 @@ void write_plots(const std::string& dir, const std::vector<json>& runs,
     if (!t.x.empty()) time.push_back(t);
     if (!m.x.empty()) mem.push_back(m);
   };
-  add("standard ([B,H,n,n])", "standard", 0, false);
-  add("tiled standard", "tiled", 0, true);
-  add("streaming (exact)", "streaming", 0, true);
-  for (int64_t k : ks) add("Linformer k=" + std::to_string(k), "linformer", k, false);
+  // Every attention the registry offers (bench::attention_choices): the exact ways other than
+  // the kind's own (tiled, streaming) dashed, a projected kind once per k.
+  for (const bench::AttentionChoice& c : bench::attention_choices()) {
+    if (!c.projected)
+      add(c.name, c.name, 0, !c.trains());
+    else
+      for (int64_t k : ks) add(c.name + " k=" + std::to_string(k), c.name, k, false);
+  }
   PlotOptions po;
   po.log_x = po.log_y = true;
   po.x_label = "sequence length n";

@@ -38,7 +38,7 @@ namespace {
 using namespace benchcli;
 
 struct Job {
-  std::string kind;  // standard (materialized) | tiled | streaming | linformer
+  std::string kind;  // a bench::attention_choices() name
   int64_t n = 0, k = 0;
 };
 
@@ -48,15 +48,14 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   json r;
   r["attention"] = j.kind;
   r["n"] = j.n;
-  r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+  r["k"] = j.k > 0 ? json(j.k) : json(nullptr);
   r["layers"] = o.layers;
   const ComputeType ct = o.precision;
   r["compute"] = compute_type_name(ct);
   const Config cfg = make_config(o, j.kind, j.n, j.k);
   Model m(cfg);
   m.set_compute_type(ct);
-  if (j.kind == "standard") m.set_exact_attention(Model::ExactAttention::materialized);
-  if (j.kind == "streaming") m.set_exact_attention(Model::ExactAttention::streaming);
+  m.set_exact_attention(bench::attention_choice(j.kind).exact);
   const int64_t maxb = bench::max_batch(m, j.n, budget);
   const size_t act1 = m.forward_bytes(1, j.n, false);
   r["max_batch"] = maxb;
@@ -120,7 +119,7 @@ const json* find_run(const std::vector<json>& runs, const std::string& kind, int
                      int64_t k) {
   for (const json& r : runs)
     if (r.value("attention", "") == kind && r.value("n", int64_t(0)) == n &&
-        (kind != "linformer" || r.value("k", int64_t(0)) == k))
+        (k == 0 || (r.contains("k") && r["k"].is_number() && r["k"].get<int64_t>() == k)))
       return &r;
   return nullptr;
 }
@@ -184,7 +183,8 @@ std::string markdown(const std::vector<json>& all_runs, const json& meta, const 
         "over key blocks (FlashAttention's idea, O(n) memory).\n\n";
   os << "Model: " << o.layers << " layer(s), d_model " << o.d_model << ", " << o.heads
      << " heads, d_ff " << o.d_ff << ", vocab " << o.vocab
-     << ", Linformer layerwise sharing, linear projection. Random token ids, no padding.\n";
+     << ", Linformer " << meta.value("sharing", "layerwise") << " sharing, "
+     << meta.value("projection", "linear") << " projection. Random token ids, no padding.\n";
   os << "Memory budget " << fmt("%.1f", meta.value("budget_bytes", 0.0) / kGiB)
      << " GiB (engine accounting: parameters + activations + scratch + ids). "
      << meta.value("threads", 0) << " threads. Compute type "
@@ -285,14 +285,19 @@ void add_bench(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048; --train: 128)")
       ->delimiter(',');
+  // The choices come from the registry of attention kinds (bench::attention_choices).
   cmd->add_option("--attention", o->kinds,
-                  "Which of standard tiled streaming linformer to run (--train: standard "
-                  "linformer; default linformer)")
-      ->check(CLI::IsMember({"standard", "tiled", "streaming", "linformer"}))
+                  "Attention to run: standard (the [B,H,n,n] layout of PyTorch and the paper), "
+                  "tiled (the engine's default), streaming (online softmax), linformer (at each "
+                  "--k) (--train: standard linformer; default linformer)")
+      ->check(CLI::IsMember(bench::attention_choice_names()))
       ->capture_default_str();
   cmd->add_option("--sharing", o->sharing,
                   "Linformer projection sharing (default layerwise; --train: headwise)")
-      ->check(CLI::IsMember({"none", "headwise", "kv", "layerwise"}));
+      ->check(CLI::IsMember(bench::sharing_values()));
+  cmd->add_option("--projection", o->projection, "Linformer projection")
+      ->check(CLI::IsMember(bench::projection_values()))
+      ->capture_default_str();
   cmd->add_option("--memory-budget", o->budget_gib,
                   "Memory budget in GiB (default: 16, or 70% of RAM if less)");
   cmd->add_option("--batch-tokens", o->batch_tokens,
@@ -447,18 +452,19 @@ void add_bench(CLI::App& app) {
                    budget / kGiB);
       // 2. The grid.
       std::vector<Job> jobs;
-      for (int64_t n : opt.ns) {
-        for (const char* exact : {"standard", "tiled", "streaming"})
-          if (kinds.count(exact)) jobs.push_back({exact, n, 0});
-        if (kinds.count("linformer"))
-          for (int64_t k : opt.ks)
-            if (k < n && n % k == 0) jobs.push_back({"linformer", n, k});
-      }
+      for (int64_t n : opt.ns)
+        for (const bench::AttentionChoice& c : bench::attention_choices()) {
+          if (!kinds.count(c.name)) continue;
+          if (!c.projected) jobs.push_back({c.name, n, 0});
+          else
+            for (int64_t k : opt.ks)
+              if (k < n && n % k == 0) jobs.push_back({c.name, n, k});
+        }
       for (size_t i = 0; i < jobs.size(); ++i) {
         const Job& j = jobs[i];
         const std::string name =
             j.kind + " n=" + std::to_string(j.n) +
-            (j.kind == "linformer" ? " k=" + std::to_string(j.k) : std::string());
+            (j.k > 0 ? " k=" + std::to_string(j.k) : std::string());
         std::fprintf(stderr, "[%zu/%zu] %s%s ...", i + 1, jobs.size(), name.c_str(),
                      precisions.size() > 1 ? (std::string(" ") + compute_type_name(prec)).c_str()
                                            : "");
@@ -467,7 +473,7 @@ void add_bench(CLI::App& app) {
         json r = run([&] { return run_job(opt, j, budget_bytes, 0.8 * std::max(this_peak, 1.0)); });
         r["attention"] = j.kind;
         r["n"] = j.n;
-        r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+        r["k"] = j.k > 0 ? json(j.k) : json(nullptr);
         r["layers"] = opt.layers;
         const std::string st = r.value("status", "?");
         if (st == "ok")
@@ -501,6 +507,8 @@ void add_bench(CLI::App& app) {
                  {"heads", opt.heads},
                  {"d_ff", opt.d_ff},
                  {"vocab", opt.vocab},
+                 {"sharing", opt.sharing.empty() ? "layerwise" : opt.sharing},
+                 {"projection", opt.projection},
                  {"batch_tokens", opt.batch_tokens},
                  {"at_max_batch", opt.at_max_batch},
                  {"forked", !opt.no_fork}};
@@ -539,12 +547,9 @@ Config make_config(const Opts& o, const std::string& kind, int64_t n, int64_t k)
   c.d_ff = o.d_ff;
   c.n_layers = o.layers;
   c.position_offset = 2;
-  c.attention = kind == "linformer" ? AttentionKind::linformer : AttentionKind::standard;
-  c.k = {kind == "linformer" ? k : 128};
-  c.sharing = Sharing::layerwise;
-  for (Sharing v : {Sharing::none, Sharing::headwise, Sharing::kv, Sharing::layerwise})
-    if (o.sharing == to_string(v)) c.sharing = v;
-  c.projection = Projection::linear;
+  c.k = {k > 0 ? k : 128};
+  bench::set_attention(c, bench::attention_choice(kind),
+                       o.sharing.empty() ? "layerwise" : o.sharing, o.projection);
   c.dropout = 0.f;
   c.attention_dropout = 0.f;
   c.validate();

@@ -79,8 +79,8 @@ std::string markdown(const std::vector<json>& runs, const json& meta) {
   os << "# Training speed\n\n";
   os << "Model: " << meta.value("layers", 0) << " layer(s), d_model " << meta.value("d_model", 0)
      << ", " << meta.value("heads", 0) << " heads, d_ff " << meta.value("d_ff", 0) << ", vocab "
-     << meta.value("vocab", 0) << "; Linformer: linear projections, sharing "
-     << meta.value("sharing", "?") << ". The MLM step of pretraining: a batch of "
+     << meta.value("vocab", 0) << "; Linformer: " << meta.value("projection", "linear")
+     << " projections, sharing " << meta.value("sharing", "?") << ". The MLM step of pretraining: a batch of "
      << meta.value("batch", 0)
      << " random sequences with dynamic masking (15%), forward, loss on the masked rows, "
         "backward, gradient clipping, AdamW; dropout 0.\n";
@@ -207,9 +207,7 @@ void run_train_bench(Opts o, const json* from_json) {
     write_outputs(o, runs, meta, false);
     return;
   }
-  for (const std::string& kind : o.kinds)
-    LF_CHECK(kind == "standard" || kind == "linformer", "bench --train: --attention ", kind,
-             " is an inference variant; training runs standard or linformer");
+  for (const std::string& kind : o.kinds) bench::attention_choice(kind, /*training=*/true);
   require_trains(o.precision);
   LF_CHECK(o.layers > 0 && o.heads > 0 && o.d_model % o.heads == 0,
            "bench --train: need --layers > 0 and --d-model divisible by --heads");
@@ -219,8 +217,8 @@ void run_train_bench(Opts o, const json* from_json) {
   for (int64_t n : o.ns) {
     LF_CHECK(n >= 3, "bench --train: --n values must be at least 3, got ", n);
     for (const std::string& kind : o.kinds) {
-      if (kind == "standard") jobs.push_back({kind, n, 0});
-      if (kind == "linformer")
+      if (!bench::attention_choice(kind).projected) jobs.push_back({kind, n, 0});
+      else
         for (int64_t k : o.ks) {
           LF_CHECK(k > 0, "bench --train: --k values must be positive, got ", k);
           if (k < n) jobs.push_back({kind, n, k});
@@ -243,13 +241,13 @@ void run_train_bench(Opts o, const json* from_json) {
     const Job& j = jobs[i];
     std::fprintf(stderr, "[%zu/%zu] %s n=%lld%s batch %lld ...", i + 1, jobs.size(),
                  j.kind.c_str(), static_cast<long long>(j.n),
-                 j.kind == "linformer" ? (" k=" + std::to_string(j.k)).c_str() : "",
+                 j.k > 0 ? (" k=" + std::to_string(j.k)).c_str() : "",
                  static_cast<long long>(o.batch));
     std::fflush(stderr);
     json r = run([&] { return train_job(o, j); });
     r["attention"] = j.kind;
     r["n"] = j.n;
-    r["k"] = j.kind == "linformer" ? json(j.k) : json(nullptr);
+    r["k"] = j.k > 0 ? json(j.k) : json(nullptr);
     r["batch"] = o.batch;
     report(r);
     runs.push_back(std::move(r));
@@ -266,6 +264,7 @@ void run_train_bench(Opts o, const json* from_json) {
                      {"d_ff", o.d_ff},
                      {"vocab", o.vocab},
                      {"sharing", o.sharing},
+                     {"projection", o.projection},
                      {"batch", o.batch},
                      {"steps", o.reps},
                      {"warmup_steps", o.warmup},

@@ -9,11 +9,41 @@
 
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
+#include "linformer/params.h"
 
 namespace lf {
 class Model;
 
 namespace bench {
+
+// ---- The attention configurations the benchmark compares ----
+// Derived from the registry of attention kinds (src/layers/attention_path.h), so a kind added
+// there is benchmarked without touching the tools.
+
+// One way of running attention: every inference way of every kind, by name ("standard", the
+// materialized layout that is the paper's baseline; "tiled", the engine's default; "streaming";
+// "linformer", which runs at each projected length k), in registry order.
+struct AttentionChoice {
+  std::string name;
+  AttentionKind attention = AttentionKind::standard;
+  ExactAttention exact = ExactAttention::tiled;
+  bool projected = false;  // runs at a projected length k
+  // Training runs it: the kind's own name (training ignores ExactAttention).
+  bool trains() const;
+};
+const std::vector<AttentionChoice>& attention_choices();
+std::vector<std::string> attention_choice_names(bool training_only = false);
+// The choice named `name` (with `training`, one that trains); lf::Error listing the names
+// when there is none.
+const AttentionChoice& attention_choice(const std::string& name, bool training = false);
+// The sharing and projection values the registry's projected kinds take, each once in
+// registry order (the CLI's choices).
+std::vector<std::string> sharing_values();
+std::vector<std::string> projection_values();
+// Sets cfg's attention to `choice`, with a projected kind's sharing and projection by name;
+// lf::Error when no kind of the registry runs that combination.
+void set_attention(Config& cfg, const AttentionChoice& choice, const std::string& sharing,
+                   const std::string& projection);
 
 // Matrix-product FLOPs (2 per multiply-add) of one encoder forward for one sequence of
 // length n, following the engine's evaluation order (docs/model.md): the Q/K/V/output maps,

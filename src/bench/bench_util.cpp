@@ -14,6 +14,88 @@
 
 namespace lf::bench {
 
+bool AttentionChoice::trains() const { return name == to_string(attention); }
+
+const std::vector<AttentionChoice>& attention_choices() {
+  static const std::vector<AttentionChoice> choices = [] {
+    std::vector<AttentionChoice> v;
+    for (const AttentionVariant& a : attention_variants(Config{})) {
+      const AttentionPath& p = attention_path(a.cfg);
+      for (const InferenceWay& w : p.inference_ways()) {
+        const std::string name = *w.name ? w.name : to_string(a.cfg.attention);
+        if (std::any_of(v.begin(), v.end(), [&](const AttentionChoice& c) { return c.name == name; }))
+          continue;
+        v.push_back({name, a.cfg.attention, w.exact, p.projected_length(a.cfg, 0) > 0});
+      }
+    }
+    return v;
+  }();
+  return choices;
+}
+
+std::vector<std::string> attention_choice_names(bool training_only) {
+  std::vector<std::string> names;
+  for (const AttentionChoice& c : attention_choices())
+    if (!training_only || c.trains()) names.push_back(c.name);
+  return names;
+}
+
+namespace {
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Each value of `key` (a projected kind's variant config -> its name) once, in registry order.
+template <class F>
+std::vector<std::string> projected_values(F key) {
+  std::vector<std::string> out;
+  for (const AttentionVariant& a : attention_variants(Config{})) {
+    if (attention_path(a.cfg).projected_length(a.cfg, 0) == 0) continue;
+    const std::string v = key(a.cfg);
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
+
+const AttentionChoice& attention_choice(const std::string& name, bool training) {
+  for (const AttentionChoice& c : attention_choices()) {
+    if (c.name != name) continue;
+    LF_CHECK(!training || c.trains(), "bench --train: --attention ", name,
+             " is an inference variant; training runs ",
+             joined(attention_choice_names(true)));
+    return c;
+  }
+  fail("bench: no attention '", name, "' (choices: ", joined(attention_choice_names(training)),
+       ")");
+}
+
+std::vector<std::string> sharing_values() {
+  return projected_values([](const Config& c) { return to_string(c.sharing); });
+}
+std::vector<std::string> projection_values() {
+  return projected_values([](const Config& c) { return to_string(c.projection); });
+}
+
+void set_attention(Config& cfg, const AttentionChoice& choice, const std::string& sharing,
+                   const std::string& projection) {
+  cfg.attention = choice.attention;
+  if (!choice.projected) return;
+  for (const AttentionVariant& a : attention_variants(cfg)) {
+    if (a.cfg.attention != choice.attention || to_string(a.cfg.sharing) != sharing ||
+        to_string(a.cfg.projection) != projection)
+      continue;
+    cfg.sharing = a.cfg.sharing;
+    cfg.projection = a.cfg.projection;
+    return;
+  }
+  fail("bench: no attention kind runs ", choice.name, " with sharing '", sharing,
+          "' and projection '", projection, "' (sharing: ", joined(sharing_values()),
+          "; projection: ", joined(projection_values()), ")");
+}
+
 double layer_flops(const Config& cfg, int64_t l, int64_t n) {
   const double N = static_cast<double>(n), D = static_cast<double>(cfg.d_model),
                F = static_cast<double>(cfg.d_ff);

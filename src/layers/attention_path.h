@@ -49,6 +49,13 @@ struct AttentionVariant {
   Config cfg;
 };
 
+// One way inference computes a kind, for the tools that compare them (`linformer bench`): its
+// name (empty: the config's attention name) and the ExactAttention that selects it.
+struct InferenceWay {
+  const char* name;
+  ExactAttention exact;
+};
+
 // A kind's own activations of one layer (LayerAct::path) and backward buffers shared by the
 // layers (Layout::path): each kind defines its block type, creates it in its plans with
 // make_block and reads it back with block_of.
@@ -78,6 +85,10 @@ class AttentionPath {
   // The entry that runs inference with exact attention `exact` (standard attention has one per
   // ExactAttention; other kinds ignore it).
   virtual const AttentionPath& inference_variant(ExactAttention) const { return *this; }
+  // Every way inference computes this kind (one, unnamed, unless ExactAttention matters).
+  virtual std::vector<InferenceWay> inference_ways() const {
+    return {{"", ExactAttention::tiled}};
+  }
   // Refuses (lf::Error, naming the key) what this kind cannot run; Config::validate calls it.
   virtual void validate(const Config&) const {}
   // Its configurations on `base` (appended to out), for the tests and tools that cover every

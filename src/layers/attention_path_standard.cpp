@@ -28,6 +28,12 @@ class StandardPath final : public AttentionPath {
   const AttentionPath& inference_variant(Exact exact) const override {
     return standard_path(exact);
   }
+  // "standard" is the materialized layout, the paper's baseline (as PyTorch and fairseq hold
+  // it); the engine's default is "tiled".
+  std::vector<InferenceWay> inference_ways() const override {
+    return {{"standard", Exact::materialized}, {"tiled", Exact::tiled},
+            {"streaming", Exact::streaming}};
+  }
   void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
     Config c = base;
     c.attention = AttentionKind::standard;
