@@ -273,61 +273,30 @@ TEST(ClassifyLabels, AssignUnknownLabelStopOrSkipAndJsonRoundTrip) {
 }
 
 TEST(ClassifyInput, AutoDetectsTsvOrLinesPairsAndChunks) {
-  {
-    std::istringstream in("label\tsentence\r\n1\tfirst\r\n0\tsecond\r\n\r\n1\tthird\r\n");
+  // Reads `text` in chunks of at most `chunk` examples: whether it was read as TSV, and the
+  // texts (with their line numbers) of each chunk.
+  const auto chunks = [](const std::string& text, int64_t chunk) {
+    std::istringstream in(text);
     TextInput r(in, "stdin", "auto", false, BadRows::stop);
+    std::vector<std::vector<std::pair<std::string, int64_t>>> out;
     ClassifyData c;
-    ASSERT_TRUE(r.next(2, &c));
-    EXPECT_TRUE(r.is_tsv());
-    ASSERT_EQ(c.examples.size(), 2u);
-    EXPECT_EQ(c.examples[0].a, "first");
-    ASSERT_TRUE(r.next(2, &c));
-    ASSERT_EQ(c.examples.size(), 1u);
-    EXPECT_EQ(c.examples[0].a, "third");
-    EXPECT_EQ(c.examples[0].line, 5);
-    EXPECT_FALSE(r.next(2, &c));
-  }
-  {
-    // Plain lines: the first line is a text, not a header.
-    std::istringstream in("a fine day\r\n\r\nanother\tline with a tab\n");
-    TextInput r(in, "stdin", "auto", false, BadRows::stop);
-    ClassifyData c;
-    ASSERT_TRUE(r.next(10, &c));
-    EXPECT_FALSE(r.is_tsv());
-    ASSERT_EQ(c.examples.size(), 2u);
-    EXPECT_EQ(c.examples[0].a, "a fine day");
-    EXPECT_EQ(c.examples[1].a, "another line with a tab");
-  }
-  {
-    // Pairs as A<TAB>B; a line without a tab is a bad row.
-    std::istringstream in("q one\tanswer one\nno tab here\nq two\tanswer two\n");
-    TextInput r(in, "in.txt", "lines", true, BadRows::skip);
-    ClassifyData c;
-    ASSERT_TRUE(r.next(10, &c));
-    ASSERT_EQ(c.examples.size(), 2u);
-    EXPECT_EQ(c.examples[1].b, "answer two");
-    EXPECT_EQ(r.bad_rows(), 1);
-    EXPECT_NE(r.bad_messages()[0].find("in.txt:2: expected two texts"), std::string::npos);
-  }
-  {
-    std::istringstream in("ok\n\xFF\xFE\n");
-    TextInput r(in, "in.txt", "lines", false, BadRows::stop);
-    ClassifyData c;
-    EXPECT_ERROR_MENTIONS(r.next(10, &c), "in.txt:2: invalid UTF-8");
-  }
-  {
-    // A pair header for a single-text model is an error.
-    std::istringstream in("question\tsentence\nA?\tB.\n");
-    TextInput r(in, "in.tsv", "auto", false, BadRows::stop);
-    ClassifyData c;
-    EXPECT_ERROR_MENTIONS(r.next(10, &c), "sentence pairs");
-  }
-  {
-    std::istringstream in("just text\n");
-    TextInput r(in, "in.tsv", "tsv", false, BadRows::stop);
-    ClassifyData c;
-    EXPECT_ERROR_MENTIONS(r.next(10, &c), "not a recognised header");
-  }
+    while (r.next(chunk, &c)) {
+      out.emplace_back();
+      for (const auto& e : c.examples) out.back().emplace_back(e.a, e.line);
+    }
+    return std::make_pair(r.is_tsv(), out);
+  };
+  using Chunk = std::vector<std::pair<std::string, int64_t>>;
+  const auto tsv = chunks("label\tsentence\r\n1\tfirst\r\n0\tsecond\r\n\r\n1\tthird\r\n", 2);
+  EXPECT_TRUE(tsv.first);
+  ASSERT_EQ(tsv.second.size(), 2u);
+  EXPECT_EQ(tsv.second[0], (Chunk{{"first", 2}, {"second", 3}}));
+  EXPECT_EQ(tsv.second[1], (Chunk{{"third", 5}}));
+  // Plain lines: the first line is a text, not a header.
+  const auto lines = chunks("a fine day\r\n\r\nanother\tline with a tab\n", 10);
+  EXPECT_FALSE(lines.first);
+  ASSERT_EQ(lines.second.size(), 1u);
+  EXPECT_EQ(lines.second[0], (Chunk{{"a fine day", 1}, {"another line with a tab", 3}}));
 }
 
 // ---------------------------------------------------------------------------------------------
