@@ -5,10 +5,13 @@
 // erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2) and P a degree-10 polynomial fitted here
 // (least squares towards minimax on z in [0, 6]; fit error < 1e-9 in the exponent), so
 // GELU is accurate to ~1e-7 relative in the range that matters.
-// AVX-512 versions are used when the compiler targets it (-march=native on this machine);
-// scalar versions are the fallback and the specification. Non-finite inputs follow std::exp
-// and the erfc form of GELU: NaN gives NaN, exp(+inf) = +inf, exp(-inf) = 0, GELU(+inf) = +inf,
-// GELU(-inf) = NaN (-inf * 0), so a NaN anywhere upstream is never turned into a number.
+// AVX-512 versions (sixteen lanes) are used when the compiler targets it (-march=native),
+// else AVX2 + FMA versions (eight lanes) of exp, GELU and the softmax row where the CPU has
+// them; scalar versions are the fallback and the specification (exp's vector forms give its
+// bits; GELU's are within 1e-6 relative; the softmax row sums in sixteen lanes on both).
+// Non-finite inputs follow std::exp and the erfc form of GELU: NaN gives NaN, exp(+inf) =
+// +inf, exp(-inf) = 0, GELU(+inf) = +inf, GELU(-inf) = NaN (-inf * 0), so a NaN anywhere
+// upstream is never turned into a number.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,7 +19,7 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__AVX2__) && !defined(__AVX512F__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 #if defined(__AVX512F__)
@@ -134,43 +137,11 @@ inline __m512 gelu_grad16(__m512 x) {
 }
 #endif
 
-// y[i] = Op(x[i]) for n elements (y may alias x): with AVX-512 sixteen at a time
-// (Op::lanes16) and the tail masked, else one at a time (Op::scalar).
-template <typename Op>
-inline void apply_n(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Op::lanes16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, Op::lanes16(_mm512_maskz_loadu_ps(m, x + i)));
-    return;
-  }
-#endif
-  for (; i < n; ++i) y[i] = Op::scalar(x[i]);
-}
-
-struct ExpOp {
-  static float scalar(float x) { return exp_scalar(x); }
-#if defined(__AVX512F__)
-  static __m512 lanes16(__m512 x) { return exp16(x); }
-#endif
-};
-struct GeluOp {
-  static float scalar(float x) { return gelu_scalar(x); }
-#if defined(__AVX512F__)
-  static __m512 lanes16(__m512 x) { return gelu16(x); }
-#endif
-};
-
-// y[i] = exp(x[i]) for n elements (y may alias x).
-inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n); }
-// y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
-inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, n); }
-
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-// The same formulas eight lanes at a time with AVX2 (2^n built in the exponent bits: n is
-// clamped to [-126, 128] by the range checks): for gelu_fast_n on CPUs without AVX-512.
+#define LF_VM_AVX2 1
+// The same formulas eight lanes at a time with AVX2, for CPUs without AVX-512. exp8 gives
+// exp_scalar's bits: 2^n (n in [-126, 128] after the range checks) is applied as two normal
+// factors 2^(n/2) 2^(n - n/2), the first product exact, the second rounding once as ldexp does.
 inline __m256 exp8(__m256 x) {
   const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_LT_OQ);
   const __m256 huge = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMax), _CMP_GT_OQ);
@@ -184,10 +155,12 @@ inline __m256 exp8(__m256 x) {
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kE7);
   for (float c : {kE6, kE5, kE4, kE3, kE2, 1.f, 1.f}) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-  // p * 2^n as p * 2^(n - 1) * 2: both factors are normal numbers for n in [-125, 128].
-  const __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126)), 23);
-  __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const auto pow2 = [](__m256i k) {  // 2^k for k in [-63, 64]
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+  };
+  __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
   res = _mm256_andnot_ps(tiny, res);
   res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), huge);
   return _mm256_blendv_ps(res, x_in, nan);
@@ -207,18 +180,48 @@ inline __m256 gelu8(__m256 x) {
 }
 #endif
 
-// GELU for the int8 products' epilogue: gelu_n, and with AVX2 (no AVX-512) eight lanes at a
-// time (gelu_n's own fallback there is scalar: its results, which the f32 paths keep, are
-// within ~1e-7 relative of these).
-inline void gelu_fast_n(float* y, const float* x, int64_t n) {
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// y[i] = Op(x[i]) for n elements (y may alias x): with AVX-512 sixteen at a time
+// (Op::lanes16) and the tail masked, with AVX2 eight at a time (Op::lanes8) and the tail one
+// at a time, else one at a time (Op::scalar).
+template <typename Op>
+inline void apply_n(float* y, const float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) y[i] = gelu_scalar(x[i]);
-#else
-  gelu_n(y, x, n);
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Op::lanes16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, Op::lanes16(_mm512_maskz_loadu_ps(m, x + i)));
+    return;
+  }
+#elif defined(LF_VM_AVX2)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Op::lanes8(_mm256_loadu_ps(x + i)));
 #endif
+  for (; i < n; ++i) y[i] = Op::scalar(x[i]);
 }
+
+struct ExpOp {
+  static float scalar(float x) { return exp_scalar(x); }
+#if defined(__AVX512F__)
+  static __m512 lanes16(__m512 x) { return exp16(x); }
+#elif defined(LF_VM_AVX2)
+  static __m256 lanes8(__m256 x) { return exp8(x); }
+#endif
+};
+struct GeluOp {
+  static float scalar(float x) { return gelu_scalar(x); }
+#if defined(__AVX512F__)
+  static __m512 lanes16(__m512 x) { return gelu16(x); }
+#elif defined(LF_VM_AVX2)
+  static __m256 lanes8(__m256 x) { return gelu8(x); }
+#endif
+};
+
+// y[i] = exp(x[i]) for n elements (y may alias x).
+inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n); }
+// y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
+inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, n); }
+
+
 
 // d[i] = Op(d[i], x[i], g[i]) for n elements, g read only when Op::kUsesG: with AVX-512
 // sixteen at a time and the tail masked, else one at a time (Op::scalar).
@@ -326,6 +329,40 @@ inline float exp_shifted_sum(float* y, const float* x, const float* mask, int64_
     acc = _mm512_add_ps(acc, e);
   }
   return _mm512_reduce_add_ps(acc);
+#elif defined(LF_VM_AVX2)
+  // Sixteen lane sums in two registers, reduced in _mm512_reduce_add_ps's order: the sum the
+  // AVX-512 path forms from the same terms.
+  const __m256 vs = _mm256_set1_ps(scale), vh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
+  __m256 acc[2] = {zero, zero};
+  const auto eight = [&](int64_t at, int64_t len) {  // y[at, at+len), len <= 8, into its sum
+    __m256 e;
+    if (len == 8) {
+      e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + at), vs, vh));
+      if (mask)
+        e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(mask + at), zero, _CMP_NEQ_UQ));
+      _mm256_storeu_ps(y + at, e);
+    } else {
+      alignas(32) float t[8] = {};
+      for (int64_t l = 0; l < len; ++l)
+        t[l] = !mask || mask[at + l] != 0.f ? x[at + l] : 0.f;
+      e = exp8(_mm256_fmsub_ps(_mm256_load_ps(t), vs, vh));
+      alignas(32) float u[8];
+      _mm256_store_ps(u, e);
+      for (int64_t l = 0; l < 8; ++l) u[l] = l < len && (!mask || mask[at + l] != 0.f) ? u[l] : 0.f;
+      for (int64_t l = 0; l < len; ++l) y[at + l] = u[l];
+      e = _mm256_load_ps(u);
+    }
+    return e;
+  };
+  for (; j < n; j += 16) {
+    const int64_t len = std::min<int64_t>(16, n - j);
+    acc[0] = _mm256_add_ps(acc[0], eight(j, std::min<int64_t>(8, len)));
+    if (len > 8) acc[1] = _mm256_add_ps(acc[1], eight(j + 8, len - 8));
+  }
+  const __m256 h = _mm256_add_ps(acc[1], acc[0]);
+  const __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+  const __m128 w = _mm_add_ps(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(w) + _mm_cvtss_f32(_mm_shuffle_ps(w, w, 1));
 #endif
   for (; j < n; ++j) {
     y[j] = !mask || mask[j] != 0.f ? exp_scalar(x[j] * scale - shift) : 0.f;

@@ -1,0 +1,90 @@
+// The vectorised exp, GELU and softmax row kernels (kernels/vec_math.h: sixteen lanes with
+// AVX-512, eight with AVX2, else scalar) against the scalar specification and a double
+// reference, on sweeps that cross every lane count and tail length. Special values (NaN,
+// infinities) are covered by HostileNonFinite.*.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/vec_math.h"
+#include "test_util.h"
+
+namespace lf {
+namespace {
+
+// x from lo to hi in `count` steps.
+std::vector<float> sweep(float lo, float hi, int count) {
+  std::vector<float> x;
+  for (int i = 0; i < count; ++i) x.push_back(lo + (hi - lo) * static_cast<float>(i) / (count - 1));
+  return x;
+}
+
+// exp_n gives exp_scalar's bits on every path, down to the smallest results (n = -126, where
+// 2^n alone is not a normal number) and up to the largest.
+TEST(VecMath, ExpHasTheScalarBits) {
+  std::vector<float> x = sweep(-87.3365f, 88.7228f, 20001);
+  for (float v : sweep(-87.34f, -86.f, 3001)) x.push_back(v);
+  for (float v : sweep(87.5f, 88.73f, 3001)) x.push_back(v);
+  x.push_back(vm::kExpMin);
+  x.push_back(vm::kExpMax);
+  std::vector<float> y(x.size());
+  vm::exp_n(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(y[i], vm::exp_scalar(x[i])) << "x = " << x[i] << " at " << i;
+    if (x[i] < vm::kExpMin || x[i] > vm::kExpMax) continue;  // 0 and +inf (documented)
+    const double e = std::exp(static_cast<double>(x[i]));
+    if (e > std::numeric_limits<float>::max()) {
+      ASSERT_TRUE(std::isinf(y[i])) << "x = " << x[i];
+      continue;
+    }
+    ASSERT_NEAR(y[i], e, 3e-7 * e + 1e-44) << "x = " << x[i];
+  }
+}
+
+// gelu_n against the scalar specification and the exact erf form.
+TEST(VecMath, GeluMatchesTheScalarOneAndErf) {
+  const std::vector<float> x = sweep(-12.f, 12.f, 24001);
+  std::vector<float> y(x.size());
+  vm::gelu_n(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], exact = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    ASSERT_NEAR(y[i], vm::gelu_scalar(x[i]), 1e-6f * std::max(1.f, std::fabs(y[i])))
+        << "x = " << x[i];
+    ASSERT_NEAR(y[i], exact, 1e-6 * std::max(1.0, std::fabs(exact))) << "x = " << x[i];
+  }
+}
+
+// exp_shifted_sum over every length 1..70 (full vectors, pairs of them and tails), with and
+// without a key mask, aliased and not: each y[j] is exp(scale x[j] - shift) or 0 where masked,
+// and the returned sum is their sum.
+TEST(VecMath, ExpShiftedSumOfEveryLengthAndMask) {
+  for (int64_t n = 1; n <= 70; ++n)
+    for (int masked = 0; masked < 2; ++masked)
+      for (int alias = 0; alias < 2; ++alias) {
+        std::vector<float> x = test::random_vec(n, static_cast<uint64_t>(100 + n), 3.f);
+        std::vector<float> mask(n, 1.f);
+        for (int64_t j = 0; j < n; ++j)
+          if (masked && (j * 7 + n) % 3 == 0) mask[j] = 0.f;
+        if (masked) x[0] = std::numeric_limits<float>::quiet_NaN(), mask[0] = 0.f;
+        const float scale = 0.7f, shift = 1.25f;
+        std::vector<float> y(n, -1.f);
+        float* out = alias ? x.data() : y.data();
+        const std::vector<float> x0 = x;
+        const float sum = vm::exp_shifted_sum(out, x.data(), masked ? mask.data() : nullptr, n,
+                                              scale, shift);
+        double want_sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double want =
+              mask[j] != 0.f ? std::exp(double(x0[j]) * scale - double(shift)) : 0.0;
+          want_sum += want;
+          ASSERT_NEAR(out[j], want, 1e-6 * want + (want == 0 ? 0 : 1e-30))
+              << "n " << n << " masked " << masked << " alias " << alias << " j " << j;
+        }
+        ASSERT_NEAR(sum, want_sum, 1e-6 * want_sum) << "n " << n << " masked " << masked;
+      }
+}
+
+}  // namespace
+}  // namespace lf
