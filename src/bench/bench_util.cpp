@@ -23,8 +23,8 @@ const std::vector<AttentionChoice>& attention_choices() {
       const AttentionPath& p = attention_path(a.cfg);
       for (const InferenceWay& w : p.inference_ways()) {
         const std::string name = *w.name ? w.name : to_string(a.cfg.attention);
-        if (std::any_of(v.begin(), v.end(), [&](const AttentionChoice& c) { return c.name == name; }))
-          continue;
+        const auto same = [&](const AttentionChoice& c) { return c.name == name; };
+        if (std::any_of(v.begin(), v.end(), same)) continue;
         v.push_back({name, a.cfg.attention, w.exact, p.projected_length(a.cfg, 0) > 0});
       }
     }
@@ -92,8 +92,8 @@ void set_attention(Config& cfg, const AttentionChoice& choice, const std::string
     return;
   }
   fail("bench: no attention kind runs ", choice.name, " with sharing '", sharing,
-          "' and projection '", projection, "' (sharing: ", joined(sharing_values()),
-          "; projection: ", joined(projection_values()), ")");
+       "' and projection '", projection, "' (sharing: ", joined(sharing_values()),
+       "; projection: ", joined(projection_values()), ")");
 }
 
 double layer_flops(const Config& cfg, int64_t l, int64_t n) {
