@@ -161,7 +161,9 @@ TEST(BenchAttention, ChoicesAreTheRegistrysKindsAndWays) {
     Config cfg;
     bench::set_attention(cfg, c, to_string(v.cfg.sharing), to_string(v.cfg.projection));
     EXPECT_EQ(&attention_path(cfg), &p) << v.name;
-    if (c.projected) EXPECT_EQ(cfg.projection, v.cfg.projection) << v.name;
+    if (c.projected) {
+      EXPECT_EQ(cfg.projection, v.cfg.projection) << v.name;
+    }
   }
   EXPECT_GE(ways, bench::attention_choices().size());
   for (const char* name : {"standard", "tiled", "streaming", "linformer"})

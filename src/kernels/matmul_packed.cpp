@@ -76,7 +76,6 @@ struct PackedLinear::Impl {
   dnnl::matmul::primitive_desc make_pd(int64_t M, Epilogue e, bool bias,
                                        const dnnl::memory::desc& weights_md,
                                        bool out16 = false) const {
-    const dt t = dnnl_type(type);
     const dt out = dequantized(type) ? dt::s32 : out16 ? dnnl_type(ComputeType::bf16) : dt::f32;
     dnnl::memory::desc src({M, K}, input_type(type), tag::ab), dst({M, N}, out, tag::ab);
     dnnl::primitive_attr attr;
