@@ -221,8 +221,6 @@ inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n)
 // y[i] = GELU(x[i]) (exact erf form, to ~1e-7) for n elements (y may alias x).
 inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, n); }
 
-
-
 // d[i] = Op(d[i], x[i], g[i]) for n elements, g read only when Op::kUsesG: with AVX-512
 // sixteen at a time and the tail masked, else one at a time (Op::scalar).
 template <typename Op>
@@ -334,24 +332,21 @@ inline float exp_shifted_sum(float* y, const float* x, const float* mask, int64_
   // AVX-512 path forms from the same terms.
   const __m256 vs = _mm256_set1_ps(scale), vh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
   __m256 acc[2] = {zero, zero};
-  const auto eight = [&](int64_t at, int64_t len) {  // y[at, at+len), len <= 8, into its sum
-    __m256 e;
-    if (len == 8) {
-      e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + at), vs, vh));
-      if (mask)
-        e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(mask + at), zero, _CMP_NEQ_UQ));
+  // y[at, at + len), len <= 8, and its terms; a short tail loads and stores only its lanes.
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto eight = [&](int64_t at, int64_t len) {
+    const bool full = len == 8;
+    const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(len)), iota);
+    const auto load = [&](const float* p) {
+      return full ? _mm256_loadu_ps(p + at) : _mm256_maskload_ps(p + at, in);
+    };
+    __m256 keep = _mm256_castsi256_ps(in);
+    if (mask) keep = _mm256_and_ps(keep, _mm256_cmp_ps(load(mask), zero, _CMP_NEQ_UQ));
+    const __m256 e = _mm256_and_ps(exp8(_mm256_fmsub_ps(load(x), vs, vh)), keep);
+    if (full)
       _mm256_storeu_ps(y + at, e);
-    } else {
-      alignas(32) float t[8] = {};
-      for (int64_t l = 0; l < len; ++l)
-        t[l] = !mask || mask[at + l] != 0.f ? x[at + l] : 0.f;
-      e = exp8(_mm256_fmsub_ps(_mm256_load_ps(t), vs, vh));
-      alignas(32) float u[8];
-      _mm256_store_ps(u, e);
-      for (int64_t l = 0; l < 8; ++l) u[l] = l < len && (!mask || mask[at + l] != 0.f) ? u[l] : 0.f;
-      for (int64_t l = 0; l < len; ++l) y[at + l] = u[l];
-      e = _mm256_load_ps(u);
-    }
+    else
+      _mm256_maskstore_ps(y + at, in, e);
     return e;
   };
   for (; j < n; j += 16) {
