@@ -508,12 +508,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
           continue;
         }
         const float mnew = std::max(m[r], bm);
-        vm::masked_scaled_shift(s, s, mj, lim, scale, mnew);
-        vm::exp_n(s, s, lim);
+        const float sum = vm::exp_shifted_sum(s, s, mj, lim, scale, mnew);
         std::fill(s + lim, s + cols, 0.f);
-        float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < lim; ++j) sum += s[j];
         if (mnew > m[r]) {
           const float alpha = vm::exp_scalar(m[r] - mnew);  // 0 on the first visible block
           float* o = O + r * D;
