@@ -10,6 +10,7 @@
 
 #include "core/buffer.h"
 #include "core/parallel.h"
+#include "kernels/attention_block.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
@@ -206,6 +207,9 @@ BENCHMARK(BM_AdamW)->Arg(0)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMil
 void BM_Attention(benchmark::State& st) {
   const int kind = static_cast<int>(st.range(0));
   const int64_t N = st.range(1), K = st.range(2);
+  // own: streaming's own AVX2 kernel (kernels/attention_block.h) or sgemm per key block.
+  const bool own = st.range(3) != 0;
+  attn_block::set_enabled(own);
   AttnDims d;
   d.B = 1, d.N = N, d.Lk = kind == 2 ? K : N, d.D = D, d.H = H, d.Dh = Dh;
   Buffer<float> q(N * D), k(d.Lk * D), v(d.Lk * D), ctx(N * D);
@@ -223,20 +227,25 @@ void BM_Attention(benchmark::State& st) {
                         d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ComputeType::f32});
   }
   set_flops(st, 4.0 * N * d.Lk * D);
-  st.SetLabel(kind == 0 ? "standard" : kind == 1 ? "streaming" : "linformer");
+  attn_block::set_enabled(true);
+  st.SetLabel(kind == 0 ? "standard" : kind == 1 ? (own ? "streaming own kernel" : "streaming sgemm")
+                                     : "linformer");
 }
 BENCHMARK(BM_Attention)
-    ->ArgNames({"kind", "n", "k"})
-    ->Args({0, 512, 0})
-    ->Args({1, 512, 0})
-    ->Args({2, 512, 128})
-    ->Args({0, 2048, 0})
-    ->Args({1, 2048, 0})
-    ->Args({2, 2048, 128})
-    ->Args({0, 8192, 0})
-    ->Args({1, 8192, 0})
-    ->Args({2, 8192, 128})
-    ->Args({2, 8192, 256})
+    ->ArgNames({"kind", "n", "k", "own"})
+    ->Args({0, 512, 0, 0})
+    ->Args({1, 512, 0, 0})
+    ->Args({1, 512, 0, 1})
+    ->Args({2, 512, 128, 0})
+    ->Args({0, 2048, 0, 0})
+    ->Args({1, 2048, 0, 0})
+    ->Args({1, 2048, 0, 1})
+    ->Args({2, 2048, 128, 0})
+    ->Args({0, 8192, 0, 0})
+    ->Args({1, 8192, 0, 0})
+    ->Args({1, 8192, 0, 1})
+    ->Args({2, 8192, 128, 0})
+    ->Args({2, 8192, 256, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

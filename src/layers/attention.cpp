@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/parallel.h"
 #include "core/profile.h"
+#include "kernels/attention_block.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
@@ -461,7 +462,8 @@ void attention_rows(float* ctx, const float* q, const float* kk, const float* vv
 }
 
 int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
-  return (rows * kStreamKeyBlock + 2 * rows + 15) / 16 * 16;
+  const int64_t own = attn_block::work_floats(rows, d.Dh, kStreamKeyBlock);
+  return (std::max(rows * kStreamKeyBlock + 2 * rows, own) + 15) / 16 * 16;
 }
 
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
@@ -476,6 +478,17 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
   float* m = work + rows * kb;  // running max of scale * score, per row
   float* l = m + rows;          // running sum of weights, per row
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
+  // The engine's own kernel where it has one and the products run in f32
+  // (kernels/attention_block.h); else sgemm per key block, below.
+  if (attn_block::available() && !gemm_runs_bf16(prec, rows, kb, Dh)) {
+    for (int64_t h = 0; h < d.H; ++h) {
+      const attn_block::HeadIn in{q + h * Dh, kk + b * Lk * D + h * Dh, vv + b * Lk * D + h * Dh,
+                                  D, D};
+      attn_block::attend_head(ctx + h * Dh, D, in, km, rows, Lk, Dh, kb, d.causal ? i0 : -1,
+                              scale, work);
+    }
+    return;
+  }
   // Keys a row may see: all, or j <= i when causal.
   const int64_t key_end = d.causal ? std::min(Lk, i1) : Lk;
   for (int64_t h = 0; h < d.H; ++h) {

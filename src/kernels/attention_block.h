@@ -1,0 +1,51 @@
+// Exact attention of one head for a block of query rows, streaming over blocks of keys (the
+// online softmax), as one register-blocked f32 kernel of the engine's own. It works on the
+// transposed problem: queries run along the vector lanes, in strips of 16, so that
+//   scores      S^T [keys, 16] = K Q^T   6 keys x 16 queries a tile, the block's max per
+//                                        query found in the tile's epilogue
+//   softmax     per query lane: the exp and sum run down the strip's key rows, no horizontal
+//               reductions, no pass over a score row
+//   accumulate  O^T [Dh, 16] += V^T P^T  6 value columns x 16 queries a tile
+// The queries are transposed once per head (Q^T, [Dh, 16] a strip) and each key block's keys
+// and values copied densely once; per block, each strip's scores, weights and output stay in
+// L1 while the block's keys and values (kb x Dh each) stay in L2 for every strip.
+// The gemm path it replaces ran each key block as two sgemm calls (a [rows, 256] score block
+// from Dh-long dot products, then a [rows, Dh] context update) with a row-by-row softmax
+// between them, two passes over every score row; on AVX2 this kernel runs the model's
+// streaming layer 1.14x (n = 4096) to 1.22x (n = 16384) faster (docs/design.md).
+// Built for AVX2 + FMA CPUs without AVX-512, where it was measured; elsewhere available() is
+// false and the caller uses gemm().
+// Numbers: each score is one in-order FMA chain over the head dimension, each output an
+// in-order chain over the keys of a block, rescaled between blocks as in the gemm path; the
+// result equals it to f32 rounding, and a query's result does not depend on the other queries
+// of its block (batch invariance).
+#pragma once
+#include <cstdint>
+
+namespace lf::attn_block {
+
+// Whether this build has the kernel and it is enabled (it is unless set_enabled(false): the
+// tests and the micro-benchmark compare it with the gemm path in one process).
+bool available();
+void set_enabled(bool on);
+
+// Workspace of attend_head for a block of `rows` queries, head size Dh, key block kb.
+int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb);
+
+// Where a head's operands are: rows ld apart (the head's Dh columns of [*, D] activations).
+struct HeadIn {
+  const float* q = nullptr;  // [rows, Dh], rows ldq apart
+  const float* k = nullptr;  // [keys, Dh], rows ldkv apart
+  const float* v = nullptr;  // [keys, Dh]
+  int64_t ldq = 0, ldkv = 0;
+};
+
+// ctx[r * ldc + c] = sum_j softmax_j(scale * q_r . k_j) v_j[c] for r < rows, c < Dh, over the
+// keys j < keys with key_mask[j] != 0 (null: all) and, when first_query >= 0 (causal), j <=
+// first_query + r. A query with no visible key gives 0; a NaN among its visible scores gives
+// NaN. Keys run in blocks of kb; a block with every key masked is skipped.
+void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
+                 int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
+                 float* work);
+
+}  // namespace lf::attn_block

@@ -1,0 +1,218 @@
+// The own streaming-attention kernel (kernels/attention_block.h) against a naive double-precision
+// attention written here, over shapes that exercise every tile remainder (rows, keys and head
+// sizes that are not multiples of 16, 6 or 8), key masks (a padded tail, scattered holes, a
+// whole masked key block, every key masked), causal rows, NaN scores and scores large enough
+// to overflow exp without the running max; and against the sgemm path it replaces, and for
+// batch invariance (a query's result does not depend on its row block).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_block.h"
+#include "layers/attention.h"
+#include "linformer/rng.h"
+
+namespace lf {
+namespace {
+
+using attn_block::HeadIn;
+
+struct Case {
+  int64_t rows, keys, Dh, kb;
+  int mask;            // 0 none, 1 padded tail, 2 holes, 3 a whole block masked, 4 all masked
+  int64_t first_query; // -1: not causal
+  float magnitude = 1.f;
+};
+
+std::vector<float> random_vec(size_t n, uint64_t seed, float mag) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = mag * (static_cast<float>(rng_bits(seed, 1, i) % 20001) / 10000.f - 1.f);
+  return v;
+}
+
+std::vector<float> make_mask(const Case& c) {
+  std::vector<float> m(c.keys, 1.f);
+  for (int64_t j = 0; j < c.keys; ++j) {
+    if (c.mask == 1) m[j] = j < c.keys * 2 / 3 ? 1.f : 0.f;
+    if (c.mask == 2) m[j] = rng_bits(7, 3, j) % 3 == 0 ? 0.f : 1.f;
+    if (c.mask == 3) m[j] = j >= c.kb && j < 2 * c.kb ? 0.f : 1.f;
+    if (c.mask == 4) m[j] = 0.f;
+  }
+  return m;
+}
+
+// Row r of the reference: softmax over visible keys in double, 0 when none is visible.
+void naive(double* out, const float* q, const float* k, const float* v, int64_t ld,
+           const float* mask, int64_t keys, int64_t Dh, int64_t r, int64_t first_query,
+           float scale) {
+  std::vector<double> s(keys);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < keys; ++j) {
+    bool vis = !mask || mask[j] != 0.f;
+    if (first_query >= 0 && j > first_query + r) vis = false;
+    if (!vis) {
+      s[j] = std::nan("");  // marks invisible
+      continue;
+    }
+    double d = 0;
+    for (int64_t c = 0; c < Dh; ++c) d += double(q[r * ld + c]) * k[j * ld + c];
+    s[j] = scale * d;
+    mx = std::max(mx, s[j]);
+  }
+  for (int64_t c = 0; c < Dh; ++c) out[c] = 0;
+  if (mx == -std::numeric_limits<double>::infinity()) return;
+  double sum = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    if (std::isnan(s[j])) continue;
+    const double w = std::exp(s[j] - mx);
+    sum += w;
+    for (int64_t c = 0; c < Dh; ++c) out[c] += w * v[j * ld + c];
+  }
+  for (int64_t c = 0; c < Dh; ++c) out[c] /= sum;
+}
+
+class AttentionBlock : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!attn_block::available()) GTEST_SKIP() << "no own attention kernel in this build";
+  }
+};
+
+TEST_P(AttentionBlock, MatchesDoubleReference) {
+  const Case c = GetParam();
+  // The head's columns sit inside wider rows (ld = 3 Dh + 5), as in the model's [*, D].
+  const int64_t ld = 3 * c.Dh + 5, qoff = c.Dh + 2;
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
+  const std::vector<float> q = random_vec(c.rows * ld, 1, c.magnitude),
+                           k = random_vec(c.keys * ld, 2, c.magnitude),
+                           v = random_vec(c.keys * ld, 3, 1.f);
+  const std::vector<float> mask = make_mask(c);
+  const float* mp = c.mask ? mask.data() : nullptr;
+  std::vector<float> ctx(c.rows * ld, -7.f), work(attn_block::work_floats(c.rows, c.Dh, c.kb));
+  attn_block::attend_head(ctx.data() + qoff, ld,
+                          HeadIn{q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, ld}, mp,
+                          c.rows, c.keys, c.Dh, c.kb, c.first_query, scale, work.data());
+  std::vector<double> ref(c.Dh);
+  double err = 0, norm = 0;
+  for (int64_t r = 0; r < c.rows; ++r) {
+    naive(ref.data(), q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, mp, c.keys, c.Dh, r,
+          c.first_query, scale);
+    for (int64_t col = 0; col < ld; ++col) {
+      const float got = ctx[r * ld + col];
+      if (col < qoff || col >= qoff + c.Dh) {
+        ASSERT_EQ(got, -7.f) << "wrote outside the head's columns, row " << r << " col " << col;
+        continue;
+      }
+      const double want = ref[col - qoff];
+      ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << col;
+      err = std::max(err, std::abs(got - want));
+      norm = std::max(norm, std::abs(want));
+    }
+  }
+  EXPECT_LE(err, 2e-5 * std::max(1.0, norm) * std::max(1.f, c.magnitude * c.magnitude))
+      << "max |error| " << err << " against max |value| " << norm;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionBlock,
+    ::testing::Values(Case{1, 1, 1, 16, 0, -1}, Case{5, 7, 7, 16, 0, -1},
+                      Case{16, 256, 64, 256, 0, -1}, Case{17, 257, 64, 256, 1, -1},
+                      Case{100, 600, 72, 256, 2, -1}, Case{33, 300, 16, 64, 3, -1},
+                      Case{20, 50, 24, 32, 4, -1}, Case{40, 130, 64, 32, 0, 0},
+                      Case{23, 200, 40, 64, 2, 90}, Case{256, 513, 64, 256, 1, -1},
+                      Case{12, 700, 64, 256, 0, -1, 12.f}, Case{7, 64, 13, 16, 2, -1, 30.f}),
+    [](const auto& info) {
+      const Case& c = info.param;
+      return "rows" + std::to_string(c.rows) + "_keys" + std::to_string(c.keys) + "_dh" +
+             std::to_string(c.Dh) + "_kb" + std::to_string(c.kb) + "_mask" +
+             std::to_string(c.mask) + (c.first_query >= 0 ? "_causal" : "") +
+             (c.magnitude > 1.f ? "_large" : "");
+    });
+
+// Scores past exp's range (|scale * score| in the thousands) come out finite: the running max
+// shifts every block, whatever the order in which the large scores arrive.
+TEST(AttentionBlockEdge, LargeScoresStayFinite) {
+  if (!attn_block::available()) GTEST_SKIP();
+  const int64_t rows = 9, keys = 100, Dh = 16, kb = 32;
+  std::vector<float> q(rows * Dh, 10.f), k(keys * Dh), v(keys * Dh);
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t c = 0; c < Dh; ++c) {
+      k[j * Dh + c] = static_cast<float>(j % 37) * (j % 2 ? 3.f : -2.f);
+      v[j * Dh + c] = static_cast<float>(j);
+    }
+  std::vector<float> ctx(rows * Dh), work(attn_block::work_floats(rows, Dh, kb));
+  attn_block::attend_head(ctx.data(), Dh, HeadIn{q.data(), k.data(), v.data(), Dh, Dh}, nullptr,
+                          rows, keys, Dh, kb, -1, 1.f, work.data());
+  // The largest score is key 73's (73 % 37 = 36, odd: 3 * 36 * 10 * 16 = 17280, in the third
+  // block, after blocks whose own maxima are within 480 of it); it takes all the weight.
+  for (float x : ctx) EXPECT_FLOAT_EQ(x, 73.f);
+}
+
+// A NaN among a query's visible scores makes its row NaN; a NaN key that the mask (or
+// causality) hides changes nothing.
+TEST(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
+  if (!attn_block::available()) GTEST_SKIP();
+  const int64_t rows = 20, keys = 40, Dh = 8, kb = 16;
+  std::vector<float> q = random_vec(rows * Dh, 4, 1.f), k = random_vec(keys * Dh, 5, 1.f),
+                     v = random_vec(keys * Dh, 6, 1.f), mask(keys, 1.f);
+  k[30 * Dh + 3] = std::nanf("");
+  std::vector<float> work(attn_block::work_floats(rows, Dh, kb)), a(rows * Dh), b(rows * Dh);
+  const HeadIn in{q.data(), k.data(), v.data(), Dh, Dh};
+  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f,
+                          work.data());
+  for (float x : a) EXPECT_TRUE(std::isnan(x));
+  mask[30] = 0.f;
+  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f,
+                          work.data());
+  for (float x : a) EXPECT_FALSE(std::isnan(x));
+  // Causal from query 0: rows 0..29 never see key 30, rows 30.. do.
+  mask[30] = 1.f;
+  attn_block::attend_head(b.data(), Dh, in, mask.data(), rows, keys, Dh, kb, 15, 0.5f,
+                          work.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < Dh; ++c)
+      EXPECT_EQ(std::isnan(b[r * Dh + c]), 15 + r >= 30) << "row " << r;
+}
+
+// attention_streaming_rows gives the same function on the own kernel and on sgemm, and the
+// own kernel's rows do not depend on the row block they are computed in.
+TEST(AttentionBlockEdge, MatchesSgemmPathAndIsBatchInvariant) {
+  if (!attn_block::available()) GTEST_SKIP();
+  AttnDims d;
+  d.B = 2, d.N = 300, d.Lk = 300, d.H = 4, d.Dh = 32, d.D = 128;
+  const std::vector<float> q = random_vec(d.B * d.N * d.D, 8, 1.f),
+                           k = random_vec(d.B * d.N * d.D, 9, 1.f),
+                           v = random_vec(d.B * d.N * d.D, 10, 1.f);
+  std::vector<float> mask(d.B * d.N, 1.f);
+  for (int64_t j = 250; j < d.N; ++j) mask[d.N + j] = 0.f;
+  for (bool causal : {false, true}) {
+    d.causal = causal;
+    auto run = [&](bool own, int64_t block) {
+      attn_block::set_enabled(own);
+      std::vector<float> ctx(d.B * d.N * d.D),
+          work(attention_streaming_work_floats(block, d));
+      for (int64_t b = 0; b < d.B; ++b)
+        for (int64_t i0 = 0; i0 < d.N; i0 += block) {
+          const int64_t off = (b * d.N + i0) * d.D;
+          attention_streaming_rows(ctx.data() + off, q.data() + off, k.data(), v.data(),
+                                   mask.data(), d,
+                                   RowBlock{b, i0, std::min(d.N, i0 + block)}, 0.2f,
+                                   work.data());
+        }
+      attn_block::set_enabled(true);
+      return ctx;
+    };
+    const std::vector<float> own = run(true, 128), sg = run(false, 128), own7 = run(true, 7);
+    double err = 0;
+    for (size_t i = 0; i < own.size(); ++i) err = std::max(err, double(std::abs(own[i] - sg[i])));
+    EXPECT_LT(err, 1e-5) << "causal " << causal;
+    EXPECT_EQ(own, own7) << "causal " << causal << ": rows depend on their row block";
+  }
+}
+
+}  // namespace
+}  // namespace lf
