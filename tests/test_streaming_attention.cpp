@@ -92,8 +92,12 @@ TEST_P(InferencePath, MatchesTrainingForward) {
   const std::vector<float> got_full = run(m, in, false, false);
   EXPECT_LT(test::rel_error(got_full.data(), ref_full.data(), ref_full.size()), 1e-5);
   if (m.config().attention == AttentionKind::standard) {
-    for (auto how : {Model::ExactAttention::streaming, Model::ExactAttention::materialized}) {
-      const char* name = how == Model::ExactAttention::streaming ? "streaming" : "materialized";
+    // Every way, whichever is the default.
+    for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
+                     Model::ExactAttention::materialized}) {
+      const char* name = how == Model::ExactAttention::streaming ? "streaming"
+                         : how == Model::ExactAttention::tiled   ? "tiled"
+                                                                 : "materialized";
       m.set_exact_attention(how);
       EXPECT_EQ(m.exact_attention(), how);
       const std::vector<float> st = run(m, in, false);
@@ -177,6 +181,7 @@ TEST(InferenceMemory, LinformerIsLinearAndSmallerThanStandard) {
   Model lin(c);
   c.attention = AttentionKind::standard;
   Model std_(c);
+  std_.set_exact_attention(Model::ExactAttention::tiled);
   Model str(c);
   str.set_exact_attention(Model::ExactAttention::streaming);
   Model mat(c);

@@ -29,7 +29,8 @@ class StandardPath final : public AttentionPath {
     return standard_path(exact);
   }
   // "standard" is the materialized layout, the paper's baseline (as PyTorch and fairseq hold
-  // it); the engine's default is "tiled".
+  // it); the engine's default is default_exact_attention() (streaming where the build has its
+  // own streaming kernel, else tiled).
   std::vector<InferenceWay> inference_ways() const override {
     return {{"standard", Exact::materialized}, {"tiled", Exact::tiled},
             {"streaming", Exact::streaming}};

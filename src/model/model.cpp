@@ -10,6 +10,7 @@
 #include "core/limits.h"
 #include "core/parallel.h"
 #include "core/profile.h"
+#include "kernels/attention_block.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
 #include "linformer/error.h"
@@ -490,6 +491,10 @@ void Model::set_train_compute_type(ComputeType t) {
   impl_->head_packs_current = false;
 }
 ComputeType Model::train_compute_type() const { return impl_->train_compute; }
+ExactAttention default_exact_attention() {
+  return attn_block::available() ? ExactAttention::streaming : ExactAttention::tiled;
+}
+
 void Model::set_exact_attention(ExactAttention how) { impl_->exact = how; }
 void Model::set_batch_invariant(bool on) { impl_->invariant = on; }
 bool Model::batch_invariant() const { return impl_->invariant; }

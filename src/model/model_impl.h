@@ -44,7 +44,7 @@ struct Model::Impl : Layout {
   Arena arena;
   bool have_grad_batch = false;
   // Inference option: how standard attention is computed (Model::set_exact_attention).
-  Model::ExactAttention exact = Model::ExactAttention::tiled;
+  Model::ExactAttention exact = default_exact_attention();
   // Inference option: batch invariance (Model::set_batch_invariant). It applies to a pass
   // when `batch_invariant()` (inference only).
   bool invariant = false;
