@@ -37,7 +37,7 @@ std::vector<ParamInfo> param_table(const Config& cfg);
 //    baseline: the [B, H, N, N] probabilities of the whole batch are held at once.
 enum class ExactAttention { tiled, streaming, materialized };
 // A model's default: streaming where this build has its own streaming kernel (AVX2 + FMA
-// without AVX-512: faster than tiled at every length measured, 1.19x at n = 512 to 1.5x at
+// without AVX-512: faster than tiled at every length measured, 1.08-1.5x from n = 512 to
 // 4096, docs/design.md), else tiled.
 ExactAttention default_exact_attention();
 
