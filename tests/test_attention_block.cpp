@@ -22,8 +22,8 @@ using attn_block::HeadIn;
 
 struct Case {
   int64_t rows, keys, Dh, kb;
-  int mask;            // 0 none, 1 padded tail, 2 holes, 3 a whole block masked, 4 all masked
-  int64_t first_query; // -1: not causal
+  int mask;             // 0 none, 1 padded tail, 2 holes, 3 a whole block masked, 4 all masked
+  int64_t first_query;  // -1: not causal
   float magnitude = 1.f;
 };
 
@@ -162,17 +162,14 @@ TEST(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
   k[30 * Dh + 3] = std::nanf("");
   std::vector<float> work(attn_block::work_floats(rows, Dh, kb)), a(rows * Dh), b(rows * Dh);
   const HeadIn in{q.data(), k.data(), v.data(), Dh, Dh};
-  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f,
-                          work.data());
+  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f, work.data());
   for (float x : a) EXPECT_TRUE(std::isnan(x));
   mask[30] = 0.f;
-  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f,
-                          work.data());
+  attn_block::attend_head(a.data(), Dh, in, mask.data(), rows, keys, Dh, kb, -1, 0.5f, work.data());
   for (float x : a) EXPECT_FALSE(std::isnan(x));
   // Causal from query 0: rows 0..29 never see key 30, rows 30.. do.
   mask[30] = 1.f;
-  attn_block::attend_head(b.data(), Dh, in, mask.data(), rows, keys, Dh, kb, 15, 0.5f,
-                          work.data());
+  attn_block::attend_head(b.data(), Dh, in, mask.data(), rows, keys, Dh, kb, 15, 0.5f, work.data());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < Dh; ++c)
       EXPECT_EQ(std::isnan(b[r * Dh + c]), 15 + r >= 30) << "row " << r;
@@ -193,14 +190,12 @@ TEST(AttentionBlockEdge, MatchesSgemmPathAndIsBatchInvariant) {
     d.causal = causal;
     auto run = [&](bool own, int64_t block) {
       attn_block::set_enabled(own);
-      std::vector<float> ctx(d.B * d.N * d.D),
-          work(attention_streaming_work_floats(block, d));
+      std::vector<float> ctx(d.B * d.N * d.D), work(attention_streaming_work_floats(block, d));
       for (int64_t b = 0; b < d.B; ++b)
         for (int64_t i0 = 0; i0 < d.N; i0 += block) {
           const int64_t off = (b * d.N + i0) * d.D;
           attention_streaming_rows(ctx.data() + off, q.data() + off, k.data(), v.data(),
-                                   mask.data(), d,
-                                   RowBlock{b, i0, std::min(d.N, i0 + block)}, 0.2f,
+                                   mask.data(), d, RowBlock{b, i0, std::min(d.N, i0 + block)}, 0.2f,
                                    work.data());
         }
       attn_block::set_enabled(true);

@@ -94,8 +94,7 @@ template <int R>
 struct ScoresTile {
   static void run(int64_t i, float* St, const float* K, int64_t ldk, const float* Qt, int64_t Dh,
                   const float* mask, float scale, float* mx) {
-    scores_tile<R>(St + i * kLanes, K + i * ldk, ldk, Qt, Dh, mask ? mask + i : nullptr, scale,
-                   mx);
+    scores_tile<R>(St + i * kLanes, K + i * ldk, ldk, Qt, Dh, mask ? mask + i : nullptr, scale, mx);
   }
 };
 template <int R>
@@ -112,12 +111,23 @@ inline void in_tiles(int64_t n, Args... args) {
   int64_t i = 0;
   for (; i + kTile <= n; i += kTile) Tile<kTile>::run(i, args...);
   switch (n - i) {
-    case 5: Tile<5>::run(i, args...); break;
-    case 4: Tile<4>::run(i, args...); break;
-    case 3: Tile<3>::run(i, args...); break;
-    case 2: Tile<2>::run(i, args...); break;
-    case 1: Tile<1>::run(i, args...); break;
-    default: break;
+    case 5:
+      Tile<5>::run(i, args...);
+      break;
+    case 4:
+      Tile<4>::run(i, args...);
+      break;
+    case 3:
+      Tile<3>::run(i, args...);
+      break;
+    case 2:
+      Tile<2>::run(i, args...);
+      break;
+    case 1:
+      Tile<1>::run(i, args...);
+      break;
+    default:
+      break;
   }
 }
 
@@ -138,8 +148,8 @@ void copy_rows(float* dst, const float* src, int64_t ld, int64_t rows, int64_t n
 // if j0 + j <= q0 + t.
 // premax (not causal): the block's max per lane, found by the scores tiles; else (causal) the
 // max pass runs here.
-void softmax_strip(float* St, int64_t cols, const float* mask, int64_t q0, int64_t j0,
-                   float scale, const float* premax, float* m, float* l, float* Ot, int64_t Dh) {
+void softmax_strip(float* St, int64_t cols, const float* mask, int64_t q0, int64_t j0, float scale,
+                   const float* premax, float* m, float* l, float* Ot, int64_t Dh) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const __m256 ninf = _mm256_set1_ps(kNegInf), vs = _mm256_set1_ps(scale),
                zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
@@ -199,10 +209,8 @@ void softmax_strip(float* St, int64_t cols, const float* mask, int64_t q0, int64
     }
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool> g_enabled{true};
+
 }  // namespace
 
 bool available() { return g_enabled.load(std::memory_order_relaxed); }
@@ -210,7 +218,8 @@ void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
 int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
   const int64_t lanes = strips(rows) * kLanes;
-  return 2 * lanes * Dh + kb * kLanes + 2 * lanes + 2 * kb * Dh + kLanes;  // Qt, Ot; St; m, l; Kb, Vb; bmax
+  // Qt, Ot; St; m, l; Kb, Vb; bmax
+  return 2 * lanes * Dh + kb * kLanes + 2 * lanes + 2 * kb * Dh + kLanes;
 }
 
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
@@ -218,14 +227,14 @@ void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mas
                  float* work) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t ns = strips(rows), lanes = ns * kLanes;
-  float* Qt = work;               // [strip][Dh][16] queries, transposed (0 past rows)
-  float* Ot = Qt + lanes * Dh;    // [strip][Dh][16] output, transposed
-  float* St = Ot + lanes * Dh;    // [kb][16] one strip's scores, then weights
-  float* m = St + kb * kLanes;    // [lanes] running max of scale * score
-  float* l = m + lanes;           // [lanes] running sum of weights
-  float* Kb = l + lanes;          // [kb][Dh] the block's keys, dense
-  float* Vb = Kb + kb * Dh;       // [kb][Dh] and values
-  float* bmax = Vb + kb * Dh;     // [16] a strip's max over the block
+  float* Qt = work;             // [strip][Dh][16] queries, transposed (0 past rows)
+  float* Ot = Qt + lanes * Dh;  // [strip][Dh][16] output, transposed
+  float* St = Ot + lanes * Dh;  // [kb][16] one strip's scores, then weights
+  float* m = St + kb * kLanes;  // [lanes] running max of scale * score
+  float* l = m + lanes;         // [lanes] running sum of weights
+  float* Kb = l + lanes;        // [kb][Dh] the block's keys, dense
+  float* Vb = Kb + kb * Dh;     // [kb][Dh] and values
+  float* bmax = Vb + kb * Dh;   // [16] a strip's max over the block
   for (int64_t s = 0; s < ns; ++s)
     for (int64_t t = 0; t < kLanes; ++t) {
       const int64_t r = s * kLanes + t;
