@@ -105,7 +105,7 @@ int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 // O(rows * block) workspace whatever Lk is. Padded keys get weight 0; rows whose keys are all
 // masked give 0; d.causal is honoured.
 constexpr int64_t kStreamKeyBlock = 256;
-constexpr int64_t kStreamQueryBlock = 128;
+constexpr int64_t kStreamQueryBlock = 256;  // as the model's inference row blocks (kInferRows)
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
                               const float* key_mask, const AttnDims& d, const RowBlock& rb,
                               float scale, float* work, ComputeType t = ComputeType::f32);
