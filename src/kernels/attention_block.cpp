@@ -23,6 +23,24 @@ inline int64_t strips(int64_t rows) { return (rows + kLanes - 1) / kLanes; }
 // of the FMA rate on this CPU.
 [[gnu::always_inline]] inline void in_register(__m256& v) { asm("" : "+x"(v)); }
 
+// The register tile of both products: acc[r] += sum_t A[r * sa + t * st] * B[t][0..16] for
+// r < R, t < steps (B's rows 16 apart), one broadcast of A per row and step.
+template <int R>
+[[gnu::always_inline]] inline void fma_tile(__m256 (&acc)[R][2], const float* A, int64_t sa,
+                                            int64_t st, const float* B, int64_t steps) {
+  for (int64_t t = 0; t < steps; ++t) {
+    __m256 b0 = _mm256_loadu_ps(B + t * kLanes), b1 = _mm256_loadu_ps(B + t * kLanes + 8);
+    in_register(b0);
+    in_register(b1);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(A + r * sa + t * st);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+}
+
 // St[r][0..16] = sum_c K[r][c] Qt[c][0..16] for the tile's R keys (rows ldk apart).
 // With mx (not causal): also mx[0..16] = max(mx, scale * St[r]) over the tile's keys r that
 // the mask (offset to the tile's first key, or null) counts, as softmax_strip's max pass would.
@@ -33,17 +51,7 @@ template <int R>
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < Dh; ++c) {
-    __m256 q0 = _mm256_loadu_ps(Qt + c * kLanes), q1 = _mm256_loadu_ps(Qt + c * kLanes + 8);
-    in_register(q0);
-    in_register(q1);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 k = _mm256_broadcast_ss(K + r * ldk + c);
-      acc[r][0] = _mm256_fmadd_ps(k, q0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(k, q1, acc[r][1]);
-    }
-  }
+  fma_tile<R>(acc, K, ldk, 1, Qt, Dh);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(St + r * kLanes, acc[r][0]);
@@ -72,17 +80,7 @@ template <int R>
     acc[r][0] = _mm256_loadu_ps(Ot + r * kLanes);
     acc[r][1] = _mm256_loadu_ps(Ot + r * kLanes + 8);
   }
-  for (int64_t j = 0; j < cols; ++j) {
-    __m256 p0 = _mm256_loadu_ps(Pt + j * kLanes), p1 = _mm256_loadu_ps(Pt + j * kLanes + 8);
-    in_register(p0);
-    in_register(p1);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 v = _mm256_broadcast_ss(V + j * ldv + r);
-      acc[r][0] = _mm256_fmadd_ps(v, p0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(v, p1, acc[r][1]);
-    }
-  }
+  fma_tile<R>(acc, V, 1, ldv, Pt, cols);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(Ot + r * kLanes, acc[r][0]);
@@ -166,13 +164,14 @@ void softmax_strip(float* St, int64_t cols, const float* mask, int64_t q0, int64
   if (premax) {
     mx[0] = _mm256_loadu_ps(premax);
     mx[1] = _mm256_loadu_ps(premax + 8);
-  }
-  for (int64_t j = 0; j < cols && !premax; ++j) {
-    if (mask && mask[j] == 0.f) continue;
-    for (int h = 0; h < 2; ++h) {
-      __m256 s = _mm256_mul_ps(_mm256_loadu_ps(St + j * kLanes + 8 * h), vs);
-      if (causal) s = _mm256_blendv_ps(ninf, s, sees(j, h));
-      mx[h] = _mm256_max_ps(s, mx[h]);
+  } else {
+    for (int64_t j = 0; j < cols; ++j) {
+      if (mask && mask[j] == 0.f) continue;
+      for (int h = 0; h < 2; ++h) {
+        __m256 s = _mm256_mul_ps(_mm256_loadu_ps(St + j * kLanes + 8 * h), vs);
+        if (causal) s = _mm256_blendv_ps(ninf, s, sees(j, h));
+        mx[h] = _mm256_max_ps(s, mx[h]);
+      }
     }
   }
   __m256 shift[2], alpha[2];
