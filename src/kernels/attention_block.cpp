@@ -131,13 +131,8 @@ inline void in_tiles(int64_t n, Args... args) {
 
 // dst [rows, n] (dense) = the first n floats of src's rows, ld apart.
 void copy_rows(float* dst, const float* src, int64_t ld, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* a = src + r * ld;
-    float* b = dst + r * n;
-    int64_t c = 0;
-    for (; c + 8 <= n; c += 8) _mm256_storeu_ps(b + c, _mm256_loadu_ps(a + c));
-    for (; c < n; ++c) b[c] = a[c];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    vm::copy_row(dst + r * n, src + r * ld, n * static_cast<int64_t>(sizeof(float)));
 }
 
 // One strip's scores St [cols][16] become its weights for this key block, in place, and its
