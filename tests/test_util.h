@@ -48,7 +48,13 @@ inline std::vector<ComputeType> compute_types() {
 inline std::string temp_dir(const std::string& tag) {
   namespace fs = std::filesystem;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag;
+  // ctest runs some tests twice, the second time as bf16_emulated.* with
+  // LINFORMER_EMULATE_BF16 set (tests/CMakeLists.txt), possibly at the same time: that copy
+  // gets a folder of its own. (Not the process id: these folders outlive the run and would
+  // pile up.)
+  const char* emulated = std::getenv("LINFORMER_EMULATE_BF16");
+  std::string name = std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag +
+                     (emulated && *emulated ? "_bf16_emulated" : "");
   for (char& c : name)
     if (c == '/') c = '_';
   fs::path p = fs::temp_directory_path() / ("lf_test_" + name);
