@@ -14,11 +14,13 @@
 #include "kernels/attention_block.h"
 #include "layers/attention.h"
 #include "linformer/rng.h"
+#include "test_util.h"
 
 namespace lf {
 namespace {
 
 using attn_block::HeadIn;
+using test::random_vec;
 
 struct Case {
   int64_t rows, keys, Dh, kb;
@@ -26,13 +28,6 @@ struct Case {
   int64_t first_query;  // -1: not causal
   float magnitude = 1.f;
 };
-
-std::vector<float> random_vec(size_t n, uint64_t seed, float mag) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = mag * (static_cast<float>(rng_bits(seed, 1, i) % 20001) / 10000.f - 1.f);
-  return v;
-}
 
 std::vector<float> make_mask(const Case& c) {
   std::vector<float> m(c.keys, 1.f);
