@@ -204,5 +204,54 @@ TEST(AttentionBlockEdge, MatchesSgemmPathAndIsBatchInvariant) {
   }
 }
 
+// Head-major keys and values ([B,H,Lk,Dh], what streaming inference makes) give what the
+// token-major [B,Lk,D] ones give, on the own kernel and on the sgemm path, in f32 and bf16.
+TEST(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
+  AttnDims d;
+  d.B = 2, d.N = 70, d.Lk = 300, d.H = 3, d.Dh = 24, d.D = 72;
+  const std::vector<float> q = random_vec(d.B * d.N * d.D, 11, 1.f),
+                           k = random_vec(d.B * d.Lk * d.D, 12, 1.f),
+                           v = random_vec(d.B * d.Lk * d.D, 13, 1.f);
+  std::vector<float> kh(k.size()), vh(v.size());  // written here, independently of the engine
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t j = 0; j < d.Lk; ++j)
+      for (int64_t h = 0; h < d.H; ++h)
+        for (int64_t c = 0; c < d.Dh; ++c) {
+          kh[((b * d.H + h) * d.Lk + j) * d.Dh + c] = k[(b * d.Lk + j) * d.D + h * d.Dh + c];
+          vh[((b * d.H + h) * d.Lk + j) * d.Dh + c] = v[(b * d.Lk + j) * d.D + h * d.Dh + c];
+        }
+  std::vector<float> mask(d.B * d.Lk, 1.f);
+  for (int64_t j = 200; j < d.Lk; ++j) mask[d.Lk + j] = 0.f;
+  auto run = [&](const std::vector<float>& kk, const std::vector<float>& vv, KVLayout layout,
+                 ComputeType t) {
+    std::vector<float> ctx(d.B * d.N * d.D), work(attention_streaming_work_floats(d.N, d) + 64);
+    for (int64_t b = 0; b < d.B; ++b)
+      attention_streaming_rows(ctx.data() + b * d.N * d.D, q.data() + b * d.N * d.D, kk.data(),
+                               vv.data(), mask.data(), d, RowBlock{b, 0, d.N}, 0.3f, work.data(), t,
+                               layout);
+    return ctx;
+  };
+  for (bool own : {true, false}) {
+    if (own && !attn_block::available()) continue;
+    attn_block::set_enabled(own);
+    for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+      for (bool causal : {false, true}) {
+        d.causal = causal;
+        const std::vector<float> tm = run(k, v, KVLayout::token_major, t),
+                                 hm = run(kh, vh, KVLayout::head_major, t);
+        double err = 0, mag = 0;
+        for (size_t i = 0; i < tm.size(); ++i) {
+          err = std::max(err, double(std::abs(tm[i] - hm[i])));
+          mag = std::max(mag, double(std::abs(tm[i])));
+        }
+        EXPECT_LT(err, 1e-6) << "own " << own << " bf16 " << (t == ComputeType::bf16) << " causal "
+                             << causal;
+        EXPECT_GT(mag, 0.05);
+      }
+    }
+    attn_block::set_enabled(true);
+  }
+}
+
 }  // namespace
 }  // namespace lf

@@ -468,7 +468,7 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
 
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
                               const float* key_mask, const AttnDims& d, const RowBlock& rb,
-                              float scale, float* work, ComputeType prec) {
+                              float scale, float* work, ComputeType prec, KVLayout layout) {
   check(d, rb, "attention_streaming_rows");
   LF_DCHECK(ctx && q && kk && vv && work, "attention_streaming_rows: null pointer");
   const int64_t b = rb.b, i0 = rb.i0, i1 = rb.i1;
@@ -482,10 +482,10 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
   // (kernels/attention_block.h); else sgemm per key block, below.
   if (attn_block::available() && !gemm_runs_bf16(prec, rows, kb, Dh)) {
     for (int64_t h = 0; h < d.H; ++h) {
-      const attn_block::HeadIn in{q + h * Dh, kk + b * Lk * D + h * Dh, vv + b * Lk * D + h * Dh,
-                                  D, D};
-      attn_block::attend_head(ctx + h * Dh, D, in, km, rows, Lk, Dh, kb, d.causal ? i0 : -1,
-                              scale, work);
+      const HeadRows k = head_rows(kk, layout, d, b, h), v = head_rows(vv, layout, d, b, h);
+      const attn_block::HeadIn in{q + h * Dh, k.p, v.p, D, k.ld};
+      attn_block::attend_head(ctx + h * Dh, D, in, km, rows, Lk, Dh, kb, d.causal ? i0 : -1, scale,
+                              work);
     }
     return;
   }
@@ -498,8 +498,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
       m[r] = kNegInf;
       l[r] = 0.f;
     }
-    const float* kh = kk + b * Lk * D + h * Dh;
-    const float* vh = vv + b * Lk * D + h * Dh;
+    const HeadRows kh = head_rows(kk, layout, d, b, h), vh = head_rows(vv, layout, d, b, h);
     for (int64_t j0 = 0; j0 < key_end; j0 += kb) {
       const int64_t cols = std::min(kb, key_end - j0);
       const float* mj = km ? km + j0 : nullptr;
@@ -508,7 +507,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         for (int64_t j = 0; j < cols && !any; ++j) any = mj[j] != 0.f;
         if (!any) continue;  // a fully padded key block contributes nothing
       }
-      gemm(prec, false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh + j0 * D, D, 0.f, S, kb);
+      gemm(prec, false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh.p + j0 * kh.ld, kh.ld, 0.f, S,
+           kb);
       for (int64_t r = 0; r < rows; ++r) {
         float* s = S + r * kb;
         // Columns this row may see in the block (causal: keys up to its own position).
@@ -535,7 +535,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
         }
         l[r] += sum;
       }
-      gemm(prec, false, false, rows, Dh, cols, 1.f, S, kb, vh + j0 * D, D, 1.f, O, D);
+      gemm(prec, false, false, rows, Dh, cols, 1.f, S, kb, vh.p + j0 * vh.ld, vh.ld, 1.f, O, D);
     }
     for (int64_t r = 0; r < rows; ++r) {
       float* o = O + r * D;

@@ -15,10 +15,27 @@ struct AttnDims {
   bool causal = false;  // query i sees keys j <= i only (standard attention)
 };
 
-// The keys and values attention runs on ([B,Lk,D] each) and its key mask ([B,Lk], 1 real / 0
-// excluded, or null).
+// How keys and values are laid out: token_major [B,Lk,D] with head h in columns [h*Dh,
+// (h+1)*Dh), or head_major [B,H,Lk,Dh], each head's keys contiguous (what streaming inference
+// reads: a head's keys are then one sequential stream, not Lk rows D floats apart).
+enum class KVLayout { token_major, head_major };
+
+// Head h of batch element b in keys or values laid out so: its first row, and the distance
+// between its rows.
+struct HeadRows {
+  const float* p = nullptr;
+  int64_t ld = 0;
+};
+inline HeadRows head_rows(const float* x, KVLayout l, const AttnDims& d, int64_t b, int64_t h) {
+  if (l == KVLayout::head_major) return {x + (b * d.H + h) * d.Lk * d.Dh, d.Dh};
+  return {x + b * d.Lk * d.D + h * d.Dh, d.D};
+}
+
+// The keys and values attention runs on ([B,Lk,D] each, or head-major where a path says so:
+// only the streaming rows read that) and its key mask ([B,Lk], 1 real / 0 excluded, or null).
 struct KeysValues {
   const float *k = nullptr, *v = nullptr, *key_mask = nullptr;
+  KVLayout layout = KVLayout::token_major;
 };
 
 // How one attention call runs: the score scale, dropout on the probabilities (p = 0: none),
@@ -103,12 +120,13 @@ int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 // Exact attention with the streaming (online) softmax over blocks of kStreamKeyBlock keys,
 // the FlashAttention idea: the same function as attention_rows (to rounding), with
 // O(rows * block) workspace whatever Lk is. Padded keys get weight 0; rows whose keys are all
-// masked give 0; d.causal is honoured.
+// masked give 0; d.causal is honoured. kk and vv are laid out as `layout` says.
 constexpr int64_t kStreamKeyBlock = 256;
 constexpr int64_t kStreamQueryBlock = 256;  // as the model's inference row blocks (kInferRows)
 void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
                               const float* key_mask, const AttnDims& d, const RowBlock& rb,
-                              float scale, float* work, ComputeType t = ComputeType::f32);
+                              float scale, float* work, ComputeType t = ComputeType::f32,
+                              KVLayout layout = KVLayout::token_major);
 int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 
 // Whole-batch streaming attention (no dropout): parallel over (batch, query blocks of

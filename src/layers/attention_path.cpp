@@ -2,8 +2,12 @@
 // declare its getter in attention_paths.h, list it in attention_kinds() (see docs/design.md).
 #include "layers/attention_path.h"
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "core/parallel.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 #include "layers/attention_paths.h"
 
 namespace lf {
@@ -52,6 +56,30 @@ void KVMaps::infer(const LayerContext& c, const LayerParams& lp, const float* in
   const int64_t R = c.B * c.N;
   lp.k.packed.apply(k, in, R, lp.k.b, Epi::store);
   lp.v.packed.apply(v, in, R, lp.v.b, Epi::store);
+}
+
+int64_t KVMaps::stage_floats(int64_t rows, int64_t D) { return std::min(rows, kStageRows) * D; }
+
+void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
+                              float* stage) const {
+  using Epi = PackedLinear::Epilogue;
+  const int64_t R = c.B * c.N, N = c.N, D = c.cfg->d_model, H = c.cfg->n_heads, Dh = D / H;
+  for (float* out : {k, v}) {
+    const PackedLinear& map = out == k ? lp.k.packed : lp.v.packed;
+    const float* bias = out == k ? lp.k.b : lp.v.b;
+    for (int64_t r0 = 0; r0 < R; r0 += kStageRows) {
+      const int64_t rows = std::min(kStageRows, R - r0);
+      map.apply(stage, in + r0 * D, rows, bias, Epi::store);
+      parallel_for(0, rows, 16, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t b = (r0 + i) / N, pos = (r0 + i) % N;
+          for (int64_t h = 0; h < H; ++h)
+            vm::copy_row(out + ((b * H + h) * N + pos) * Dh, stage + i * D + h * Dh,
+                         Dh * static_cast<int64_t>(sizeof(float)));
+        }
+      });
+    }
+  }
 }
 
 void KVMaps::backward(const LayerContext& c, const LayerParams& lp, const float* in,

@@ -18,6 +18,7 @@ using Exact = ExactAttention;
 // The kind's block: the keys and values of every position.
 struct StandardAct final : PathBlock {
   KVMaps kv;
+  float* stage = nullptr;  // streaming inference: rows of K or V on their way to head-major
 };
 
 class StandardPath final : public AttentionPath {
@@ -32,7 +33,8 @@ class StandardPath final : public AttentionPath {
   // it); the engine's default is default_exact_attention() (streaming where the build has its
   // own streaming kernel, else tiled).
   std::vector<InferenceWay> inference_ways() const override {
-    return {{"standard", Exact::materialized}, {"tiled", Exact::tiled},
+    return {{"standard", Exact::materialized},
+            {"tiled", Exact::tiled},
             {"streaming", Exact::streaming}};
   }
   void variants(const Config& base, std::vector<AttentionVariant>& out) const override {
@@ -64,8 +66,12 @@ class StandardPath final : public AttentionPath {
   void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,
                   const PathShape& s) const override {
     const int64_t R = s.B * s.N, D = cfg.d_model;
-    make_block<StandardAct>(A.path).kv.take(c, cfg, s);
-    if (exact_ == Exact::streaming) return;
+    StandardAct& act = make_block<StandardAct>(A.path);
+    act.kv.take(c, cfg, s);
+    if (exact_ == Exact::streaming) {
+      act.stage = c.take<float>(KVMaps::stage_floats(R, D));
+      return;
+    }
     A.q = c.take<float>(R * D);
     A.ctx = c.take<float>(R * D);
     if (exact_ == Exact::materialized) {
@@ -83,24 +89,31 @@ class StandardPath final : public AttentionPath {
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                          const float** ctx_all) const override {
     const int64_t R = c.B * c.N;
-    block_of<StandardAct>(A.path).kv.infer(c, lp, in);
-    const KeysValues kv = saved(c, A);
-    if (exact_ != Exact::streaming) {
-      // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled)
-      // or all of the batch at once (materialized, into A.probs).
-      lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
-      AttnRun r;
-      r.scale = c.scale();
-      r.scratch = c.lay->scratch;
-      r.t = c.precision;
-      attention_forward(Act{A.ctx, nullptr}, Act{A.probs, nullptr}, A.q, kv, c.dims(lp), r);
-      *ctx_all = A.ctx;
+    const StandardAct& act = block_of<StandardAct>(A.path);
+    if (exact_ == Exact::streaming) {
+      // Head-major keys and values: the rows of every query block read each head's keys
+      // again, as one sequential stream rather than N rows D floats apart.
+      act.kv.infer_head_major(c, lp, in, act.stage);
+      KeysValues kv = saved(c, A);
+      kv.layout = KVLayout::head_major;
+      return kv;
     }
+    // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled) or
+    // all of the batch at once (materialized, into A.probs).
+    act.kv.infer(c, lp, in);
+    const KeysValues kv = saved(c, A);
+    lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
+    AttnRun r;
+    r.scale = c.scale();
+    r.scratch = c.lay->scratch;
+    r.t = c.precision;
+    attention_forward(Act{A.ctx, nullptr}, Act{A.probs, nullptr}, A.q, kv, c.dims(lp), r);
+    *ctx_all = A.ctx;
     return kv;
   }
   void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
                   const RowBlock& rb, float scale, float* work, ComputeType t) const override {
-    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t);
+    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t, kv.layout);
   }
 
   double flops(const Config& cfg, int64_t, double n) const override {

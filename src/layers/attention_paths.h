@@ -18,6 +18,12 @@ struct KVMaps {
   void forward(const LayerContext& c, const LayerParams& lp, const float* in,
                const uint16_t* in16) const;
   void infer(const LayerContext& c, const LayerParams& lp, const float* in) const;
+  // The same maps written head-major ([B,H,N,Dh], KVLayout::head_major): each block of up to
+  // kStageRows rows goes through stage [kStageRows, D] (stage_floats), then to its heads.
+  static constexpr int64_t kStageRows = 512;
+  static int64_t stage_floats(int64_t rows, int64_t D);
+  void infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
+                        float* stage) const;
   // d(in) += dk Wk + dv Wv, with the maps' parameter gradients.
   static void backward(const LayerContext& c, const LayerParams& lp, const float* in,
                        const uint16_t* in16, float* din, const float* dk, const float* dv);

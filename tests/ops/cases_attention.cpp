@@ -200,9 +200,12 @@ CaseMaker attention_rows_case(bool streaming, ComputeType t) {
         for (int64_t i0 = 0; i0 < d.N; i0 += rows) {
           const int64_t i1 = std::min(d.N, i0 + rows), o = (b * d.N + i0) * d.D;
           const RowBlock rb{/*b=*/b, /*i0=*/i0, /*i1=*/i1};
-          (streaming ? attention_streaming_rows : attention_rows)(
-              ctx + o, ptr(in, 0) + o, ptr(in, 1), ptr(in, 2), ptr(in, 3), d, rb, scale,
-              work.data(), t);
+          if (streaming)
+            attention_streaming_rows(ctx + o, ptr(in, 0) + o, ptr(in, 1), ptr(in, 2), ptr(in, 3), d,
+                                     rb, scale, work.data(), t);
+          else
+            attention_rows(ctx + o, ptr(in, 0) + o, ptr(in, 1), ptr(in, 2), ptr(in, 3), d, rb,
+                           scale, work.data(), t);
         }
     };
     return c;
