@@ -64,9 +64,7 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
                               float* stage) const {
   using Epi = PackedLinear::Epilogue;
   const int64_t R = c.B * c.N, N = c.N, D = c.cfg->d_model, H = c.cfg->n_heads, Dh = D / H;
-  for (float* out : {k, v}) {
-    const PackedLinear& map = out == k ? lp.k.packed : lp.v.packed;
-    const float* bias = out == k ? lp.k.b : lp.v.b;
+  const auto one = [&](float* out, const PackedLinear& map, const float* bias) {
     for (int64_t r0 = 0; r0 < R; r0 += kStageRows) {
       const int64_t rows = std::min(kStageRows, R - r0);
       map.apply(stage, in + r0 * D, rows, bias, Epi::store);
@@ -79,7 +77,9 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
         }
       });
     }
-  }
+  };
+  one(k, lp.k.packed, lp.k.b);
+  one(v, lp.v.packed, lp.v.b);
 }
 
 void KVMaps::backward(const LayerContext& c, const LayerParams& lp, const float* in,
