@@ -154,7 +154,15 @@ inline __m256 exp8(__m256 x) {
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kE7);
-  for (float c : {kE6, kE5, kE4, kE3, kE2, 1.f, 1.f}) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  // Written out: as a loop over an initializer_list, GCC 12 kept it a loop reading the
+  // coefficients from the stack (GELU 2.7 ns an element on the AVX2 EPYC).
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE5));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
   const auto pow2 = [](__m256i k) {  // 2^k for k in [-63, 64]
