@@ -548,7 +548,7 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
 
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch, ComputeType prec) {
+                                 float* scratch, ComputeType prec, KVLayout layout) {
   check(d, "attention_streaming_forward");
   LF_DCHECK(ctx && q && kk && vv && scratch, "attention_streaming_forward: null pointer");
   PhaseScope ps(Phase::attention);
@@ -561,7 +561,7 @@ void attention_streaming_forward(float* ctx, const float* q, const float* kk, co
       const int64_t b = t / nb, i0 = (t % nb) * qb, i1 = std::min(d.N, i0 + qb);
       const int64_t off = (b * d.N + i0) * d.D;
       attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d,
-                               RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i1}, scale, w, prec);
+                               RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i1}, scale, w, prec, layout);
     }
   });
 }

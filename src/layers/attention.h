@@ -134,7 +134,8 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 // attention_streaming_work_floats(kStreamQueryBlock, d) floats.
 void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
                                  const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch, ComputeType t = ComputeType::f32);
+                                 float* scratch, ComputeType t = ComputeType::f32,
+                                 KVLayout layout = KVLayout::token_major);
 
 // Shapes of a sequence-axis projection out_b = E diag(m_b) x_b: x [B,N,C] with row stride
 // ldx, out [B,K,C] with row stride ldo, E [K, ldE] (first N columns used).
