@@ -129,12 +129,6 @@ inline void in_tiles(int64_t n, Args... args) {
   }
 }
 
-// dst [rows, n] (dense) = the first n floats of src's rows, ld apart.
-void copy_rows(float* dst, const float* src, int64_t ld, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r)
-    vm::copy_row(dst + r * n, src + r * ld, n * static_cast<int64_t>(sizeof(float)));
-}
-
 // One strip's scores St [cols][16] become its weights for this key block, in place, and its
 // running state (max m, sum l [16]; output Ot [Dh][16]) is rescaled to the new max. mask: the
 // block's key mask or null. Causal when q0 >= 0: lane t (query q0 + t) sees key j0 + j only
@@ -248,8 +242,8 @@ void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mas
     // The block's keys and values copied densely: read in place, rows ldkv apart, every strip
     // ran slower (the model's n = 4096 layer 1.09x faster than sgemm's path in place, 1.14x
     // copied, alternating in one process).
-    copy_rows(Kb, in.k + j0 * in.ldkv, in.ldkv, cols, Dh);
-    copy_rows(Vb, in.v + j0 * in.ldkv, in.ldkv, cols, Dh);
+    vm::copy_rows(Kb, Dh, in.k + j0 * in.ldkv, in.ldkv, cols, Dh);
+    vm::copy_rows(Vb, Dh, in.v + j0 * in.ldkv, in.ldkv, cols, Dh);
     for (int64_t s = 0; s < ns; ++s) {
       const int64_t q0 = first_query + s * kLanes;
       if (causal && j0 > q0 + kLanes - 1) continue;  // no query of this strip sees the block

@@ -184,7 +184,8 @@ inline __m256 gelu8(__m256 x) {
   const __m256 half_e =
       _mm256_mul_ps(_mm256_mul_ps(t, exp8(_mm256_fnmadd_ps(z, z, p))), _mm256_set1_ps(0.5f));
   const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  return _mm256_mul_ps(x, _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, neg));
+  return _mm256_mul_ps(x,
+                       _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, neg));
 }
 #endif
 
@@ -388,6 +389,14 @@ inline void copy_row(void* d, const void* s, int64_t n) {
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + c)));
 #endif
   if (c < n) std::memcpy(dp + c, sp + c, static_cast<size_t>(n - c));
+}
+
+// rows short rows of n elements, from src (rows lds elements apart) to dst (ldd apart): a head's
+// columns gathered into a dense tile, or placed back.
+template <typename T>
+inline void copy_rows(T* dst, int64_t ldd, const T* src, int64_t lds, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r)
+    copy_row(dst + r * ldd, src + r * lds, n * static_cast<int64_t>(sizeof(T)));
 }
 
 // Round to nearest even f32 -> bf16 (the high 16 bits), NaN kept a NaN.

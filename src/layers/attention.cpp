@@ -97,23 +97,22 @@ namespace {
 const uint16_t* gather_head(Buffer<uint16_t>& buf, const uint16_t* x, int64_t rows, int64_t Dh,
                             int64_t D) {
   uint16_t* dst = buf.grow(rows * Dh);
-  for (int64_t r = 0; r < rows; ++r)
-    vm::copy_row(dst + r * Dh, x + r * D, Dh * static_cast<int64_t>(sizeof(uint16_t)));
+  vm::copy_rows(dst, Dh, x, D, rows, Dh);
   return dst;
 }
 
 // A head's rows of out (D apart) = the dense [rows, Dh] tile t, or += it with add.
 template <typename T>
 void place_head(T* out, const T* t, int64_t rows, int64_t Dh, int64_t D, bool add) {
+  if (!add) {
+    vm::copy_rows(out, D, t, Dh, rows, Dh);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     T* o = out + r * D;
     const T* src = t + r * Dh;
-    if (add) {
 #pragma omp simd
-      for (int64_t c = 0; c < Dh; ++c) o[c] += src[c];
-    } else {
-      vm::copy_row(o, src, Dh * static_cast<int64_t>(sizeof(T)));
-    }
+    for (int64_t c = 0; c < Dh; ++c) o[c] += src[c];
   }
 }
 
@@ -329,6 +328,9 @@ void attention_forward(Act ctx_out, Act probs_out, ActIn q_in, const KeysValues&
             "attention_forward: null context, query, key or value");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
+  LF_DCHECK(kv.layout == KVLayout::token_major,
+            "attention_forward: keys and values must be token-major (only the streaming rows "
+            "read head-major ones)");
   PhaseScope ps(Phase::attention);
   if (probs) {
     attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,

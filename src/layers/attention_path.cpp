@@ -66,15 +66,17 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
   const int64_t R = c.B * c.N, N = c.N, D = c.cfg->d_model, H = c.cfg->n_heads, Dh = D / H;
   const auto one = [&](float* out, const PackedLinear& map, const float* bias) {
     for (int64_t r0 = 0; r0 < R; r0 += kStageRows) {
-      const int64_t rows = std::min(kStageRows, R - r0);
-      map.apply(stage, in + r0 * D, rows, bias, Epi::store);
-      parallel_for(0, rows, 16, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t b = (r0 + i) / N, pos = (r0 + i) % N;
-          for (int64_t h = 0; h < H; ++h)
-            vm::copy_row(out + ((b * H + h) * N + pos) * Dh, stage + i * D + h * Dh,
-                         Dh * static_cast<int64_t>(sizeof(float)));
-        }
+      const int64_t r1 = std::min(R, r0 + kStageRows);
+      map.apply(stage, in + r0 * D, r1 - r0, bias, Epi::store);
+      // Each head's columns of the staged rows to that head's rows, batch element by element.
+      parallel_for(0, H, 1, [&](int64_t h0, int64_t h1) {
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t g = r0; g < r1;) {
+            const int64_t b = g / N, pos = g % N, rows = std::min(r1, (b + 1) * N) - g;
+            vm::copy_rows(out + ((b * H + h) * N + pos) * Dh, Dh, stage + (g - r0) * D + h * Dh, D,
+                          rows, Dh);
+            g += rows;
+          }
       });
     }
   };
