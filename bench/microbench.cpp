@@ -204,7 +204,8 @@ BENCHMARK(BM_AdamW)->Arg(0)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMil
 
 // Attention of one sequence (B = 1, 12 heads of 64), given Q, K, V.
 // kind 0: standard (N x N tile per head), 1: streaming softmax (keys and values head-major, as
-// the model's streaming inference holds them), 2: Linformer against k rows.
+// the model's streaming inference holds them), 2: Linformer against k rows, 3: streaming with
+// token-major keys and values ([n, D], a head's rows D floats apart).
 void BM_Attention(benchmark::State& st) {
   const int kind = static_cast<int>(st.range(0));
   const int64_t N = st.range(1), K = st.range(2);
@@ -212,17 +213,19 @@ void BM_Attention(benchmark::State& st) {
   const bool own = st.range(3) != 0;
   attn_block::set_enabled(own);
   AttnDims d;
+  const bool streaming = kind == 1 || kind == 3;
   d.B = 1, d.N = N, d.Lk = kind == 2 ? K : N, d.D = D, d.H = H, d.Dh = Dh;
   Buffer<float> q(N * D), k(d.Lk * D), v(d.Lk * D), ctx(N * D);
   fill(q, 8), fill(k, 9), fill(v, 10);
   const float scale = 0.125f;
   const int T = num_threads();
-  Buffer<float> scr(kind == 1 ? attention_streaming_work_floats(kStreamQueryBlock, d) * T
+  Buffer<float> scr(streaming ? attention_streaming_work_floats(kStreamQueryBlock, d) * T
                               : attention_scratch_floats(d, false));
   for (auto _ : st) {
-    if (kind == 1)
+    if (streaming)
       attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,
-                                  scr.data(), ComputeType::f32, KVLayout::head_major);
+                                  scr.data(), ComputeType::f32,
+                                  kind == 1 ? KVLayout::head_major : KVLayout::token_major);
     else
       attention_forward(Act{ctx.data()}, Act{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
                         d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ComputeType::f32});
@@ -230,7 +233,8 @@ void BM_Attention(benchmark::State& st) {
   set_flops(st, 4.0 * N * d.Lk * D);
   attn_block::set_enabled(true);
   st.SetLabel(kind == 0   ? "standard"
-              : kind == 1 ? (own ? "streaming own kernel" : "streaming sgemm")
+              : streaming ? std::string(own ? "streaming own kernel" : "streaming sgemm") +
+                                (kind == 3 ? ", token-major keys" : "")
                           : "linformer");
 }
 BENCHMARK(BM_Attention)
@@ -243,9 +247,11 @@ BENCHMARK(BM_Attention)
     ->Args({1, 2048, 0, 0})
     ->Args({1, 2048, 0, 1})
     ->Args({2, 2048, 128, 0})
+    ->Args({3, 2048, 0, 1})
     ->Args({0, 8192, 0, 0})
     ->Args({1, 8192, 0, 0})
     ->Args({1, 8192, 0, 1})
+    ->Args({3, 8192, 0, 1})
     ->Args({2, 8192, 128, 0})
     ->Args({2, 8192, 256, 0})
     ->Unit(benchmark::kMillisecond)
