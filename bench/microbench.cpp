@@ -205,12 +205,14 @@ BENCHMARK(BM_AdamW)->Arg(0)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMil
 // Attention of one sequence (B = 1, 12 heads of 64), given Q, K, V.
 // kind 0: standard (N x N tile per head), 1: streaming softmax (keys and values head-major, as
 // the model's streaming inference holds them), 2: Linformer against k rows, 3: streaming with
-// token-major keys and values ([n, D], a head's rows D floats apart).
+// token-major keys and values ([n, D], a head's rows D floats apart). bf16: the products'
+// operands in bf16 (--precision bf16's attention).
 void BM_Attention(benchmark::State& st) {
   const int kind = static_cast<int>(st.range(0));
   const int64_t N = st.range(1), K = st.range(2);
-  // own: streaming's own AVX2 kernel (kernels/attention_block.h) or sgemm per key block.
+  // own: streaming's own kernel (kernels/attention_block.h) or gemm per key block.
   const bool own = st.range(3) != 0;
+  const ComputeType ct = st.range(4) ? ComputeType::bf16 : ComputeType::f32;
   attn_block::set_enabled(own);
   AttnDims d;
   const bool streaming = kind == 1 || kind == 3;
@@ -224,36 +226,31 @@ void BM_Attention(benchmark::State& st) {
   for (auto _ : st) {
     if (streaming)
       attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,
-                                  scr.data(), ComputeType::f32,
+                                  scr.data(), ct,
                                   kind == 1 ? KVLayout::head_major : KVLayout::token_major);
     else
       attention_forward(Act{ctx.data()}, Act{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
-                        d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ComputeType::f32});
+                        d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ct});
   }
   set_flops(st, 4.0 * N * d.Lk * D);
   attn_block::set_enabled(true);
-  st.SetLabel(kind == 0   ? "standard"
-              : streaming ? std::string(own ? "streaming own kernel" : "streaming sgemm") +
-                                (kind == 3 ? ", token-major keys" : "")
-                          : "linformer");
+  st.SetLabel(std::string(kind == 0   ? "standard"
+                          : streaming ? std::string(own ? "streaming own kernel" : "streaming gemm") +
+                                            (kind == 3 ? ", token-major keys" : "")
+                                      : "linformer") +
+              (st.range(4) ? ", bf16" : ""));
 }
 BENCHMARK(BM_Attention)
-    ->ArgNames({"kind", "n", "k", "own"})
-    ->Args({0, 512, 0, 0})
-    ->Args({1, 512, 0, 0})
-    ->Args({1, 512, 0, 1})
-    ->Args({2, 512, 128, 0})
-    ->Args({0, 2048, 0, 0})
-    ->Args({1, 2048, 0, 0})
-    ->Args({1, 2048, 0, 1})
-    ->Args({2, 2048, 128, 0})
-    ->Args({3, 2048, 0, 1})
-    ->Args({0, 8192, 0, 0})
-    ->Args({1, 8192, 0, 0})
-    ->Args({1, 8192, 0, 1})
-    ->Args({3, 8192, 0, 1})
-    ->Args({2, 8192, 128, 0})
-    ->Args({2, 8192, 256, 0})
+    ->ArgNames({"kind", "n", "k", "own", "bf16"})
+    ->ArgsProduct({{0}, {512, 2048, 8192}, {0}, {0}, {0, 1}})
+    ->ArgsProduct({{1}, {512, 2048, 8192}, {0}, {0, 1}, {0, 1}})
+    ->Args({2, 512, 128, 0, 0})
+    ->Args({2, 2048, 128, 0, 0})
+    ->Args({3, 2048, 0, 1, 0})
+    ->Args({3, 8192, 0, 1, 0})
+    ->Args({2, 8192, 128, 0, 0})
+    ->Args({2, 8192, 256, 0, 0})
+    ->Args({2, 8192, 128, 0, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -77,6 +78,16 @@ class AttentionBlock : public ::testing::TestWithParam<Case> {
   }
 };
 
+// Round to nearest even f32 -> bf16 -> f32, written here from the format's definition.
+float through_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) return x;
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
 TEST_P(AttentionBlock, MatchesDoubleReference) {
   const Case c = GetParam();
   // The head's columns sit inside wider rows (ld = 3 Dh + 5), as in the model's [*, D].
@@ -87,29 +98,41 @@ TEST_P(AttentionBlock, MatchesDoubleReference) {
                            v = random_vec(c.keys * ld, 3, 1.f);
   const std::vector<float> mask = make_mask(c);
   const float* mp = c.mask ? mask.data() : nullptr;
-  std::vector<float> ctx(c.rows * ld, -7.f), work(attn_block::work_floats(c.rows, c.Dh, c.kb));
-  attn_block::attend_head(ctx.data() + qoff, ld,
-                          HeadIn{q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, ld}, mp,
-                          c.rows, c.keys, c.Dh, c.kb, c.first_query, scale, work.data());
-  std::vector<double> ref(c.Dh);
-  double err = 0, norm = 0;
-  for (int64_t r = 0; r < c.rows; ++r) {
-    naive(ref.data(), q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, mp, c.keys, c.Dh, r,
-          c.first_query, scale);
-    for (int64_t col = 0; col < ld; ++col) {
-      const float got = ctx[r * ld + col];
-      if (col < qoff || col >= qoff + c.Dh) {
-        ASSERT_EQ(got, -7.f) << "wrote outside the head's columns, row " << r << " col " << col;
-        continue;
+  for (auto ops : {attn_block::Operands::f32, attn_block::Operands::bf16}) {
+    if (!attn_block::available(ops)) continue;
+    const bool bf16 = ops == attn_block::Operands::bf16;
+    SCOPED_TRACE(bf16 ? "bf16 operands" : "f32 operands");
+    std::vector<float> ctx(c.rows * ld, -7.f), work(attn_block::work_floats(c.rows, c.Dh, c.kb));
+    attn_block::attend_head(ctx.data() + qoff, ld,
+                            HeadIn{q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, ld}, mp,
+                            c.rows, c.keys, c.Dh, c.kb, c.first_query, scale, work.data(), ops);
+    // bf16: the reference takes the operands as rounded (the kernel's contract); what remains
+    // is the weights' rounding, at most 2^-9 of each term.
+    std::vector<float> qr = q, kr = k, vr = v;
+    if (bf16)
+      for (auto* x : {&qr, &kr, &vr})
+        for (float& e : *x) e = through_bf16(e);
+    std::vector<double> ref(c.Dh);
+    double err = 0, norm = 0;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      naive(ref.data(), qr.data() + qoff, kr.data() + qoff, vr.data() + qoff, ld, mp, c.keys, c.Dh,
+            r, c.first_query, scale);
+      for (int64_t col = 0; col < ld; ++col) {
+        const float got = ctx[r * ld + col];
+        if (col < qoff || col >= qoff + c.Dh) {
+          ASSERT_EQ(got, -7.f) << "wrote outside the head's columns, row " << r << " col " << col;
+          continue;
+        }
+        const double want = ref[col - qoff];
+        ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << col;
+        err = std::max(err, std::abs(got - want));
+        norm = std::max(norm, std::abs(want));
       }
-      const double want = ref[col - qoff];
-      ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << col;
-      err = std::max(err, std::abs(got - want));
-      norm = std::max(norm, std::abs(want));
     }
+    const double tol = bf16 ? 4e-3 * std::max(1.0, norm)
+                            : 2e-5 * std::max(1.0, norm) * std::max(1.f, c.magnitude * c.magnitude);
+    EXPECT_LE(err, tol) << "max |error| " << err << " against max |value| " << norm;
   }
-  EXPECT_LE(err, 2e-5 * std::max(1.0, norm) * std::max(1.f, c.magnitude * c.magnitude))
-      << "max |error| " << err << " against max |value| " << norm;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -170,9 +193,10 @@ TEST(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
       EXPECT_EQ(std::isnan(b[r * Dh + c]), 15 + r >= 30) << "row " << r;
 }
 
-// attention_streaming_rows gives the same function on the own kernel and on sgemm, and the
-// own kernel's rows do not depend on the row block they are computed in.
-TEST(AttentionBlockEdge, MatchesSgemmPathAndIsBatchInvariant) {
+// attention_streaming_rows gives the same function on the own kernel and on the gemm path, in
+// f32 and (where the kernel has it) bf16, and the own kernel's rows do not depend on the row
+// block they are computed in (row blocks of 128 and 64 both run their products in bf16).
+TEST(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
   if (!attn_block::available()) GTEST_SKIP();
   AttnDims d;
   d.B = 2, d.N = 300, d.Lk = 300, d.H = 4, d.Dh = 32, d.D = 128;
@@ -181,26 +205,33 @@ TEST(AttentionBlockEdge, MatchesSgemmPathAndIsBatchInvariant) {
                            v = random_vec(d.B * d.N * d.D, 10, 1.f);
   std::vector<float> mask(d.B * d.N, 1.f);
   for (int64_t j = 250; j < d.N; ++j) mask[d.N + j] = 0.f;
-  for (bool causal : {false, true}) {
-    d.causal = causal;
-    auto run = [&](bool own, int64_t block) {
-      attn_block::set_enabled(own);
-      std::vector<float> ctx(d.B * d.N * d.D), work(attention_streaming_work_floats(block, d));
-      for (int64_t b = 0; b < d.B; ++b)
-        for (int64_t i0 = 0; i0 < d.N; i0 += block) {
-          const int64_t off = (b * d.N + i0) * d.D;
-          attention_streaming_rows(ctx.data() + off, q.data() + off, k.data(), v.data(),
-                                   mask.data(), d, RowBlock{b, i0, std::min(d.N, i0 + block)}, 0.2f,
-                                   work.data());
-        }
-      attn_block::set_enabled(true);
-      return ctx;
-    };
-    const std::vector<float> own = run(true, 128), sg = run(false, 128), own7 = run(true, 7);
-    double err = 0;
-    for (size_t i = 0; i < own.size(); ++i) err = std::max(err, double(std::abs(own[i] - sg[i])));
-    EXPECT_LT(err, 1e-5) << "causal " << causal;
-    EXPECT_EQ(own, own7) << "causal " << causal << ": rows depend on their row block";
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+    const bool bf16 = t == ComputeType::bf16;
+    if (bf16 && !attn_block::available(attn_block::Operands::bf16)) continue;
+    for (bool causal : {false, true}) {
+      d.causal = causal;
+      auto run = [&](bool own, int64_t block) {
+        attn_block::set_enabled(own);
+        std::vector<float> ctx(d.B * d.N * d.D), work(attention_streaming_work_floats(block, d));
+        for (int64_t b = 0; b < d.B; ++b)
+          for (int64_t i0 = 0; i0 < d.N; i0 += block) {
+            const int64_t off = (b * d.N + i0) * d.D;
+            attention_streaming_rows(ctx.data() + off, q.data() + off, k.data(), v.data(),
+                                     mask.data(), d, RowBlock{b, i0, std::min(d.N, i0 + block)},
+                                     0.2f, work.data(), t);
+          }
+        attn_block::set_enabled(true);
+        return ctx;
+      };
+      const std::vector<float> own = run(true, 128), sg = run(false, 128),
+                               other = run(true, bf16 ? 64 : 7);
+      double err = 0;
+      for (size_t i = 0; i < own.size(); ++i)
+        err = std::max(err, double(std::abs(own[i] - sg[i])));
+      EXPECT_LT(err, bf16 ? 5e-3 : 1e-5) << "bf16 " << bf16 << " causal " << causal;
+      EXPECT_EQ(own, other) << "bf16 " << bf16 << " causal " << causal
+                            << ": rows depend on their row block";
+    }
   }
 }
 

@@ -24,9 +24,15 @@
 
 namespace lf::attn_block {
 
-// Whether this build has the kernel and it is enabled (it is unless set_enabled(false): the
-// tests and the micro-benchmark compare it with the gemm path in one process).
-bool available();
+// The products' operands: f32, or bf16 (inputs and weights rounded to bfloat16, f32 sums).
+enum class Operands { f32, bf16 };
+
+// Whether this build has the kernel for these operands and it is enabled (it is unless
+// set_enabled(false): the tests and the micro-benchmark compare it with the gemm path in one
+// process).
+bool available(Operands o = Operands::f32);
+// Whether this build's kernel has bf16 operands (AVX512-BF16), enabled or not.
+bool has_bf16();
 void set_enabled(bool on);
 
 // Workspace of attend_head for a block of `rows` queries, head size Dh, key block kb.
@@ -46,6 +52,6 @@ struct HeadIn {
 // NaN. Keys run in blocks of kb; a block with every key masked is skipped.
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
-                 float* work);
+                 float* work, Operands o = Operands::f32);
 
 }  // namespace lf::attn_block

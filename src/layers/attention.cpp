@@ -480,14 +480,16 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
   float* m = work + rows * kb;  // running max of scale * score, per row
   float* l = m + rows;          // running sum of weights, per row
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
-  // The engine's own kernel where it has one and the products run in f32
-  // (kernels/attention_block.h); else sgemm per key block, below.
-  if (attn_block::available() && !gemm_runs_bf16(prec, rows, kb, Dh)) {
+  // The engine's own kernel where it has one for the products' operands
+  // (kernels/attention_block.h); else gemm per key block, below.
+  const auto ops = gemm_runs_bf16(prec, rows, kb, Dh) ? attn_block::Operands::bf16
+                                                      : attn_block::Operands::f32;
+  if (attn_block::available(ops)) {
     for (int64_t h = 0; h < d.H; ++h) {
       const HeadRows k = head_rows(kk, layout, d, b, h), v = head_rows(vv, layout, d, b, h);
       const attn_block::HeadIn in{q + h * Dh, k.p, v.p, D, k.ld};
       attn_block::attend_head(ctx + h * Dh, D, in, km, rows, Lk, Dh, kb, d.causal ? i0 : -1, scale,
-                              work);
+                              work, ops);
     }
     return;
   }

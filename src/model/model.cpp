@@ -206,6 +206,11 @@ TrainWeights Model::Impl::mlm_train_weights() {
   return m;
 }
 
+ComputeType Model::Impl::infer_products(int64_t layer) const {
+  if (layer_compute(layer) != ComputeType::f32 && attn_block::has_bf16()) return ComputeType::bf16;
+  return train_compute;
+}
+
 LayerContext Model::Impl::layer_context() {
   LayerContext c;
   c.cfg = &cfg;
@@ -299,17 +304,19 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   embedding_forward(emb, ids, word, pos, type, ed);
   layernorm_forward(xs[0], emb_mean, emb_rstd, emb, emb_ln.w, emb_ln.b, R, D, cfg.layer_norm_eps);
   dropout_forward(xs[0], xs[0], R * D, p, seed, rng_stream(kEmb), first * N * D);
-  const LayerContext c = layer_context();
+  LayerContext c = layer_context();
   const bool post = cfg.norm == NormPlacement::post;
   // Batch-invariant inference: loops over the batch's sequences and heads use every thread
   // even for one sequence, so that their products run as they do for many.
   const FullTeam team(c.invariant);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    if (train)  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
+    if (train) {  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
       layer_forward(c, layers[l], acts[l], l, ActIn(xs[l], post && l > 0 ? acts[l].in16 : nullptr),
                     Act(xs[l + 1], post && l + 1 < cfg.n_layers ? acts[l + 1].in16 : nullptr));
-    else
+    } else {
+      c.precision = infer_products(l);
       layer_forward_infer(c, layers[l], acts[l], xs[l], xs[l + 1]);
+    }
     // Both plans still hold x[l] (inference alternates two buffers) and LN_attn(x[l]).
     if (observer)
       observer->layer_input(l, xs[l], cfg.norm == NormPlacement::pre ? acts[l].ln1 : xs[l], R, D);

@@ -69,6 +69,11 @@ struct Model::Impl : Layout {
   bool packed_current = false;
   // Precision of the products on unpacked operands (Model::set_train_compute_type).
   ComputeType train_compute = ComputeType::f32;
+  // Inference: the precision of a layer's products between activations (attention, Linformer's
+  // sequence projection): bf16 when its linear maps are bf16 or int8 and the CPU multiplies
+  // bf16 natively (AVX512-BF16, the attention kernel's bf16 operands: about 1.6x its f32
+  // rate); else train_compute's.
+  ComputeType infer_products(int64_t layer) const;
   size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
 
   // Head workspace; the MLM head's gradients (grows only: no fresh pages each step).
