@@ -189,6 +189,34 @@ TEST(BatchInvarianceLarger, LinformerAndStandard) {
   }
 }
 
+// int8 and bf16 at a size where attention's products are large enough to run on bf16 operands
+// (on AVX512-BF16 CPUs, Model::Impl::infer_products): both exact paths and Linformer keep a
+// sequence's result independent of its batch.
+TEST(BatchInvarianceLarger, Int8AndBf16Attention) {
+  LF_REQUIRE_INT8();
+  std::vector<ComputeType> types{ComputeType::int8};
+  if (compute_type_supported(ComputeType::bf16)) types.push_back(ComputeType::bf16);
+  test::ThreadGuard tg(2);
+  for (AttentionKind kind : {AttentionKind::linformer, AttentionKind::standard}) {
+    Model m(larger(kind));
+    test::randomise(m, 9);
+    m.set_batch_invariant(true);
+    for (ComputeType t : types) {
+      m.set_compute_type(t);
+      for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming}) {
+        if (kind == AttentionKind::linformer && how == Model::ExactAttention::streaming) continue;
+        m.set_exact_attention(how);
+        const std::string what = std::string(kind == AttentionKind::linformer ? "linformer"
+                                                                              : "standard") +
+                                 ", " + compute_type_name(t) + ", exact " +
+                                 std::to_string(static_cast<int>(how));
+        check_invariance(m, random_sequence(m.config(), 290, 6), 300, 3, false, what);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
 // One head: a loop over the batch's (sequence, head) pairs has a single item for one
 // sequence, and a short sequence is a single row block; their products must still run as in
 // a batch (oneDNN's sgemm splits the reduction among threads for some shapes, e.g. a few

@@ -140,7 +140,9 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        "1.8x faster there, outputs within ~1e-2 of f32; int8: the same maps "
                        "with int8 weights (a scale per output channel) and inputs quantized per "
                        "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
-                       "attention, LayerNorm and the heads stay f32 (docs/int8.md)",
+                       "with bf16 or int8, attention's products take bfloat16 operands on "
+                       "AVX512-BF16 CPUs; softmax, LayerNorm and the heads stay f32 "
+                       "(docs/int8.md)",
                        true);
 }
 

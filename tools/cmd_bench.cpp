@@ -288,8 +288,8 @@ void add_bench(CLI::App& app) {
   // The choices come from the registry of attention kinds (bench::attention_choices).
   cmd->add_option("--attention", o->kinds,
                   "Attention to run: standard (the [B,H,n,n] layout of PyTorch and the paper), "
-                  "tiled, streaming (online softmax; the engine's default on AVX2 builds, tiled "
-                  "elsewhere), linformer (at each "
+                  "tiled, streaming (online softmax; the engine's default on AVX2 and AVX-512 "
+                  "builds, tiled elsewhere), linformer (at each "
                   "--k) (--train: standard linformer; default linformer)")
       ->check(CLI::IsMember(bench::attention_choice_names()))
       ->capture_default_str();

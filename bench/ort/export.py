@@ -24,7 +24,9 @@ per_channel=True, weight_type=QInt8) would leave it after ORT's fusions: every M
 second operand is a constant 2-D weight (Q, K, V, attention output, FFN in and out) becomes a
 com.microsoft DynamicQuantizeMatMul (activation quantized to uint8 at run time over the whole
 tensor, weight int8 symmetric per output channel, zero points 0, the following bias Add folded
-in). Attention (QK^T, softmax, PV), the projection E, LayerNorm, GELU and the embeddings stay f32.
+in). Attention (QK^T, softmax, PV), the projection E, LayerNorm, GELU and the embeddings stay f32
+(ORT's dynamic quantization; ours runs attention's products and E on bf16 operands where the CPU has
+AVX512-BF16).
 --reduce-range: 7-bit weights (quantize_dynamic's reduce_range), ORT's advice for CPUs without
 VNNI, where its u8 x s8 product can saturate (compare.py turns it on there).
 

@@ -22,7 +22,7 @@ namespace bench {
 
 // One way of running attention: every inference way of every kind, by name ("standard", the
 // materialized layout that is the paper's baseline; "tiled"; "streaming" (the engine's default
-// on AVX2 builds, default_exact_attention());
+// on AVX2 and AVX-512 builds, default_exact_attention());
 // "linformer", which runs at each projected length k), in registry order.
 struct AttentionChoice {
   std::string name;

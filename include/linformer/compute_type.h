@@ -6,12 +6,15 @@
 namespace lf {
 
 // f32: every product in f32. bf16: the encoder's linear maps take bfloat16 weights (rounded
-// once) and bfloat16-rounded inputs, accumulating in f32 (AVX512-BF16); everything else
-// (attention, softmax, LayerNorm, GELU, residuals, heads) stays f32. Training runs in either.
+// once) and bfloat16-rounded inputs, accumulating in f32 (AVX512-BF16); where the CPU has
+// AVX512-BF16, inference also runs the products between activations (attention's scores and
+// weighted values, Linformer's sequence projection) on bfloat16 operands with f32 sums;
+// softmax, LayerNorm, GELU, residuals and the heads stay f32. Training runs in either.
 // int8 (inference only): the encoder's linear maps take int8 weights (symmetric, one scale per
 // output channel, quantized once) and int8 inputs quantized per row (token) at run time,
-// accumulating in int32 (AVX512-VNNI, or AVX2); attention, the sequence projection,
-// LayerNorm, embeddings and the heads stay f32 (docs/int8.md).
+// accumulating in int32 (AVX512-VNNI, or AVX2); attention and the sequence projection run as
+// in bf16 where the CPU has AVX512-BF16, else in f32; LayerNorm, embeddings and the heads stay
+// f32 (docs/int8.md).
 enum class ComputeType { f32, bf16, int8 };
 inline const char* compute_type_name(ComputeType t) {
   return t == ComputeType::bf16 ? "bf16" : t == ComputeType::int8 ? "int8" : "f32";

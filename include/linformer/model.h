@@ -125,7 +125,9 @@ class Model {
 
   // Precision of inference (train = false) products; training is unaffected. bf16 rounds the
   // encoder's linear-map weights to bfloat16 once, packed for oneDNN, and their inputs per
-  // call; products accumulate in f32 and everything else stays f32 (see compute_type.h).
+  // call; products accumulate in f32. With bf16 or int8, attention's products and the
+  // sequence projection take bfloat16 operands where the CPU has AVX512-BF16 (else they
+  // follow set_train_compute_type); softmax, LayerNorm and the rest stay f32 (compute_type.h).
   // Outputs then differ from f32 by about 1e-2 relative. The packed copy is rebuilt on the
   // first inference forward after the parameters change: init, param(), param_data(), a
   // training forward, or weights_changed(). Call weights_changed() after writing parameters
@@ -140,8 +142,9 @@ class Model {
   std::vector<int64_t> float_layers() const;
 
   // Precision of the products computed on the f32 parameters in place: every product of
-  // training (forward, backward, heads) and, in inference, the attention products, sequence
-  // projections and heads (its linear maps follow set_compute_type()). f32 by default;
+  // training (forward, backward, heads) and, in inference, the heads and, unless
+  // set_compute_type() chose bf16 or int8 on an AVX512-BF16 CPU, the attention products and
+  // sequence projections (its linear maps follow set_compute_type()). f32 by default;
   // `pretrain --bf16` sets bf16: inputs of large products rounded to bfloat16, f32
   // accumulation, f32 master weights and gradients. In either precision a training forward
   // packs the encoder's linear maps (and the MLM head's) for its products at its first call

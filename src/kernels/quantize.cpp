@@ -18,12 +18,33 @@ namespace {
 template <typename T>
 void quantize_row(T* q, float* scale, const float* x, int64_t n, int qmax) {
   constexpr int32_t zero = std::is_same_v<T, uint8_t> ? 128 : 0;
-  float amax = 0.f, poison = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
-    amax = std::max(amax, std::fabs(x[i]));
-    poison += x[i] * 0.f;  // NaN if any value is NaN or infinite
+  // max |x| and whether any value is NaN or infinite, in sixteen independent lanes (a max and
+  // an or: exact in any order, so they vectorise; a running float sum or max over one
+  // accumulator did not, and was a tenth of an int8 layer's time).
+  constexpr int kLanes = 16;
+  float lane_max[kLanes] = {};
+  int lane_bad[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const float a = std::fabs(x[i + l]);
+      lane_max[l] = std::max(lane_max[l], a);
+      lane_bad[l] |= !(a <= std::numeric_limits<float>::max());
+    }
   }
-  if (poison != 0.f || std::isnan(poison) || !std::isfinite(amax)) {
+  for (; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    lane_max[0] = std::max(lane_max[0], a);
+    lane_bad[0] |= !(a <= std::numeric_limits<float>::max());
+  }
+  float amax = 0.f;
+  int bad = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    amax = std::max(amax, lane_max[l]);
+    bad |= lane_bad[l];
+  }
+  if (bad) {
     for (int64_t i = 0; i < n; ++i) q[i] = static_cast<T>(zero);
     *scale = std::numeric_limits<float>::quiet_NaN();
     return;
