@@ -375,7 +375,9 @@ precision "f32" (default), "bf16" or "int8": the precision of the encoder's line
           at inference. bf16: bf16 weights and inputs, f32 accumulation (about 1e-2
           relative difference, faster on CPUs with AVX512-BF16). int8: int8 weights with a
           scale per output channel, inputs quantized per token, int32 accumulation
-          (docs/int8.md; fastest with AVX512-VNNI). Anything else: ValueError.
+          (docs/int8.md; fastest with AVX512-VNNI). With bf16 or int8 on a CPU with
+          AVX512-BF16, attention's products also take bf16 operands. Anything else:
+          ValueError.
 float_layers  None (default) or a list of encoder layer indices whose linear maps stay
           f32 with precision "int8" or "bf16" (--float-layers; docs/int8.md).
 threads   None (default): the OpenMP thread count of the process (OMP_NUM_THREADS);
