@@ -234,10 +234,11 @@ void BM_Attention(benchmark::State& st) {
   }
   set_flops(st, 4.0 * N * d.Lk * D);
   attn_block::set_enabled(true);
-  st.SetLabel(std::string(kind == 0   ? "standard"
-                          : streaming ? std::string(own ? "streaming own kernel" : "streaming gemm") +
-                                            (kind == 3 ? ", token-major keys" : "")
-                                      : "linformer") +
+  st.SetLabel(std::string(kind == 0 ? "standard"
+                          : streaming
+                              ? std::string(own ? "streaming own kernel" : "streaming gemm") +
+                                    (kind == 3 ? ", token-major keys" : "")
+                              : "linformer") +
               (st.range(4) ? ", bf16" : ""));
 }
 BENCHMARK(BM_Attention)

@@ -226,8 +226,7 @@ TEST(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
       const std::vector<float> own = run(true, 128), sg = run(false, 128),
                                other = run(true, bf16 ? 64 : 7);
       double err = 0;
-      for (size_t i = 0; i < own.size(); ++i)
-        err = std::max(err, double(std::abs(own[i] - sg[i])));
+      for (size_t i = 0; i < own.size(); ++i) err = std::max(err, double(std::abs(own[i] - sg[i])));
       EXPECT_LT(err, bf16 ? 5e-3 : 1e-5) << "bf16 " << bf16 << " causal " << causal;
       EXPECT_EQ(own, other) << "bf16 " << bf16 << " causal " << causal
                             << ": rows depend on their row block";

@@ -219,8 +219,8 @@ int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
                  float* work, Operands o) {
-  LF_CHECK(available(o), "attn_block::attend_head: no ",
-           o == Operands::bf16 ? "bf16" : "f32", " kernel in this build");
+  LF_CHECK(available(o), "attn_block::attend_head: no ", o == Operands::bf16 ? "bf16" : "f32",
+           " kernel in this build");
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t ns = strips(rows), lanes = ns * kLanes;
   float* Qt = work;             // [strip][Dh][16] queries, transposed (0 past rows)
@@ -331,8 +331,8 @@ struct BF16 {
 // dst[2c] = bf16(a[c]), dst[2c + 1] = bf16(b[c]) (0 when b is null) for c < n: two f32 rows
 // interleaved into the pair layout VDPBF16PS reads.
 inline void interleave_bf16(uint16_t* dst, const float* a, const float* b, int64_t n) {
-  alignas(64) static const uint16_t kIdx[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
-                                                21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+  alignas(64) static const uint16_t kIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
                                                 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i idx = _mm512_load_si512(kIdx);
   for (int64_t c = 0; c < n; c += 16) {
@@ -350,9 +350,8 @@ inline void interleave_bf16(uint16_t* dst, const float* a, const float* b, int64
 // The register tile of both products: acc[r] += sum_t A[r * sa + t * st] . B[t][0..32] for
 // r < R, t < steps (B's steps kLanes * kStep elements apart; each a pair in bf16).
 template <class E, int R>
-[[gnu::always_inline]] inline void fma_tile(__m512 (&acc)[R][2], const typename E::T* A,
-                                            int64_t sa, int64_t st, const typename E::T* B,
-                                            int64_t steps) {
+[[gnu::always_inline]] inline void fma_tile(__m512 (&acc)[R][2], const typename E::T* A, int64_t sa,
+                                            int64_t st, const typename E::T* B, int64_t steps) {
   constexpr int64_t half = 16 * E::kStep;
   for (int64_t t = 0; t < steps; ++t) {
     typename E::Vec b0 = E::load(B + t * 2 * half), b1 = E::load(B + t * 2 * half + half);
@@ -503,10 +502,7 @@ struct Layout {
   float *Ot, *St, *m, *l, *bmax;
   T *Qt, *Kb, *Vb, *Pt;
   Layout(float* work, int64_t rows, int64_t Dh, int64_t kb)
-      : ns(strips(rows)),
-        lanes(ns * kLanes),
-        Dp(round_up(Dh, E::kStep)),
-        kbp(round_up(kb, 2)) {
+      : ns(strips(rows)), lanes(ns * kLanes), Dp(round_up(Dh, E::kStep)), kbp(round_up(kb, 2)) {
     Ot = work;
     St = Ot + lanes * Dh;
     m = St + kb * kLanes;
@@ -519,8 +515,7 @@ struct Layout {
   }
   // In floats, the end of Pt [kbp][32] (unused in f32).
   static int64_t floats(int64_t rows, int64_t Dh, int64_t kb) {
-    const int64_t lanes = strips(rows) * kLanes, Dp = round_up(Dh, E::kStep),
-                  kbp = round_up(kb, 2);
+    const int64_t lanes = strips(rows) * kLanes, Dp = round_up(Dh, E::kStep), kbp = round_up(kb, 2);
     const int64_t ts = lanes * Dp + kb * Dp + kbp * Dh + kbp * kLanes;
     return lanes * Dh + kb * kLanes + 2 * lanes + kLanes +
            (ts * static_cast<int64_t>(sizeof(T)) + 3) / 4;
@@ -640,8 +635,8 @@ int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
                  float* work, Operands o) {
-  LF_CHECK(available(o), "attn_block::attend_head: no ",
-           o == Operands::bf16 ? "bf16" : "f32", " kernel in this build");
+  LF_CHECK(available(o), "attn_block::attend_head: no ", o == Operands::bf16 ? "bf16" : "f32",
+           " kernel in this build");
 #if defined(__AVX512BF16__)
   if (o == Operands::bf16)
     return attend<BF16>(ctx, ldc, in, key_mask, rows, keys, Dh, kb, first_query, scale, work);

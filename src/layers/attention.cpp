@@ -482,8 +482,8 @@ void attention_streaming_rows(float* ctx, const float* q, const float* kk, const
   const float* km = key_mask ? key_mask + b * Lk : nullptr;
   // The engine's own kernel where it has one for the products' operands
   // (kernels/attention_block.h); else gemm per key block, below.
-  const auto ops = gemm_runs_bf16(prec, rows, kb, Dh) ? attn_block::Operands::bf16
-                                                      : attn_block::Operands::f32;
+  const auto ops =
+      gemm_runs_bf16(prec, rows, kb, Dh) ? attn_block::Operands::bf16 : attn_block::Operands::f32;
   if (attn_block::available(ops)) {
     for (int64_t h = 0; h < d.H; ++h) {
       const HeadRows k = head_rows(kk, layout, d, b, h), v = head_rows(vv, layout, d, b, h);
