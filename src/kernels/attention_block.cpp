@@ -12,6 +12,55 @@
 
 namespace lf::attn_block {
 
+#if defined(LF_VM_AVX2) || defined(__AVX512F__)
+
+// What both builds of the kernel share: the on/off switch, the tile dispatcher and the final
+// normalisation. has_bf16() (attention_block.h) is each build's own.
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+// f(i, std::integral_constant<int, R>) over i = 0, T, 2T, ... < n, with R = T, and a last
+// tile with the remainder R < T.
+template <int R, class F>
+inline void remainder_tile(int64_t rest, int64_t i, F& f) {
+  if constexpr (R > 0) {
+    if (rest == R)
+      f(i, std::integral_constant<int, R>{});
+    else
+      remainder_tile<R - 1>(rest, i, f);
+  }
+}
+template <int T, class F>
+inline void in_tiles(int64_t n, F&& f) {
+  int64_t i = 0;
+  for (; i + T <= n; i += T) f(i, std::integral_constant<int, T>{});
+  if (i < n) remainder_tile<T - 1>(n - i, i, f);
+}
+
+// ctx = O / l per query, from Ot [strip][Dh][lanes] and l [strip * lanes]: 0 for a query that
+// saw no key, NaN stays NaN.
+inline void write_context(float* ctx, int64_t ldc, const float* Ot, const float* l, int64_t rows,
+                          int64_t Dh, int64_t lanes) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t s = r / lanes, t = r % lanes;
+    const float* Os = Ot + s * Dh * lanes;
+    const float lt = l[r];
+    const float inv = lt > 0.f ? 1.f / lt : std::isnan(lt) ? lt : 0.f;
+    float* o = ctx + r * ldc;
+    for (int64_t c = 0; c < Dh; ++c) o[c] = Os[c * lanes + t] * inv;
+  }
+}
+
+}  // namespace
+
+bool available(Operands o) {
+  return g_enabled.load(std::memory_order_relaxed) && (o == Operands::f32 || has_bf16());
+}
+void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+
+#endif
+
 #if defined(LF_VM_AVX2)
 
 namespace {
@@ -91,47 +140,6 @@ template <int R>
   }
 }
 
-template <int R>
-struct ScoresTile {
-  static void run(int64_t i, float* St, const float* K, int64_t ldk, const float* Qt, int64_t Dh,
-                  const float* mask, float scale, float* mx) {
-    scores_tile<R>(St + i * kLanes, K + i * ldk, ldk, Qt, Dh, mask ? mask + i : nullptr, scale, mx);
-  }
-};
-template <int R>
-struct AccumulateTile {
-  static void run(int64_t i, float* Ot, const float* V, int64_t ldv, const float* Pt,
-                  int64_t cols) {
-    accumulate_tile<R>(Ot + i * kLanes, V + i, ldv, Pt, cols);
-  }
-};
-
-// Tile<R>::run(i, args...) over i = 0, kTile, ... < n, the last tile with the remainder.
-template <template <int> class Tile, typename... Args>
-inline void in_tiles(int64_t n, Args... args) {
-  int64_t i = 0;
-  for (; i + kTile <= n; i += kTile) Tile<kTile>::run(i, args...);
-  switch (n - i) {
-    case 5:
-      Tile<5>::run(i, args...);
-      break;
-    case 4:
-      Tile<4>::run(i, args...);
-      break;
-    case 3:
-      Tile<3>::run(i, args...);
-      break;
-    case 2:
-      Tile<2>::run(i, args...);
-      break;
-    case 1:
-      Tile<1>::run(i, args...);
-      break;
-    default:
-      break;
-  }
-}
-
 // One strip's scores St [cols][16] become its weights for this key block, in place, and its
 // running state (max m, sum l [16]; output Ot [Dh][16]) is rescaled to the new max. mask: the
 // block's key mask or null. Causal when q0 >= 0: lane t (query q0 + t) sees key j0 + j only
@@ -200,14 +208,8 @@ void softmax_strip(float* St, int64_t cols, const float* mask, int64_t q0, int64
     }
 }
 
-std::atomic<bool> g_enabled{true};
-
 }  // namespace
 
-bool available(Operands o) {
-  return o == Operands::f32 && g_enabled.load(std::memory_order_relaxed);
-}
-void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 bool has_bf16() { return false; }
 
 int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
@@ -258,22 +260,18 @@ void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mas
       float* Os = Ot + s * Dh * kLanes;
       float* mx = causal ? nullptr : bmax;
       if (mx) std::fill(mx, mx + kLanes, kNegInf);
-      in_tiles<ScoresTile>(cols, St, Kb, Dh, Qt + s * Dh * kLanes, Dh, mj, scale, mx);
+      in_tiles<kTile>(cols, [&](int64_t i, auto R) {
+        scores_tile<decltype(R)::value>(St + i * kLanes, Kb + i * Dh, Dh, Qt + s * Dh * kLanes, Dh,
+                                        mj ? mj + i : nullptr, scale, mx);
+      });
       softmax_strip(St, cols, mj, causal ? q0 : -1, j0, scale, mx, m + s * kLanes, l + s * kLanes,
                     Os, Dh);
-      in_tiles<AccumulateTile>(Dh, Os, Vb, Dh, St, cols);
+      in_tiles<kTile>(Dh, [&](int64_t i, auto R) {
+        accumulate_tile<decltype(R)::value>(Os + i * kLanes, Vb + i, Dh, St, cols);
+      });
     }
   }
-  // ctx = O / l per query: 0 for a query that saw no key, NaN stays NaN.
-  for (int64_t s = 0; s < ns; ++s) {
-    const float* Os = Ot + s * Dh * kLanes;
-    for (int64_t t = 0; t < kLanes && s * kLanes + t < rows; ++t) {
-      const float lt = l[s * kLanes + t];
-      const float inv = lt > 0.f ? 1.f / lt : std::isnan(lt) ? lt : 0.f;
-      float* o = ctx + (s * kLanes + t) * ldc;
-      for (int64_t c = 0; c < Dh; ++c) o[c] = Os[c * kLanes + t] * inv;
-    }
-  }
+  write_context(ctx, ldc, Ot, l, rows, Dh, kLanes);
 }
 
 #elif defined(__AVX512F__)
@@ -410,24 +408,6 @@ template <class E, int R>
     _mm512_storeu_ps(Ot + r * kLanes, acc[r][0]);
     _mm512_storeu_ps(Ot + r * kLanes + 16, acc[r][1]);
   }
-}
-
-// f(i, std::integral_constant<int, R>) over i = 0, kTile, ... < n, the last tile with the
-// remainder.
-template <class F>
-inline void in_tiles(int64_t n, F&& f) {
-  int64_t i = 0;
-  for (; i + kTile <= n; i += kTile) f(i, std::integral_constant<int, kTile>{});
-  const auto rest = [&](auto R) {
-    if (n - i == decltype(R)::value) f(i, R);
-  };
-  rest(std::integral_constant<int, 7>{});
-  rest(std::integral_constant<int, 6>{});
-  rest(std::integral_constant<int, 5>{});
-  rest(std::integral_constant<int, 4>{});
-  rest(std::integral_constant<int, 3>{});
-  rest(std::integral_constant<int, 2>{});
-  rest(std::integral_constant<int, 1>{});
 }
 
 // One strip's scores St [cols][32] become its weights for this key block, in place, and its
@@ -572,14 +552,14 @@ void attend(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, in
       const T* Qs = w.Qt + s * Dp * kLanes;
       float* mx = causal ? nullptr : w.bmax;
       if (mx) std::fill(mx, mx + kLanes, kNegInf);
-      in_tiles(cols, [&](int64_t i, auto R) {
+      in_tiles<kTile>(cols, [&](int64_t i, auto R) {
         scores_tile<E, decltype(R)::value>(w.St + i * kLanes, w.Kb + i * Dp, Dp, Qs, Dp / S,
                                            mj ? mj + i : nullptr, scale, mx);
       });
       softmax_strip(w.St, cols, mj, causal ? q0 : -1, j0, scale, mx, w.m + s * kLanes,
                     w.l + s * kLanes, Os, Dh);
       if constexpr (S == 1) {
-        in_tiles(Dh, [&](int64_t i, auto R) {
+        in_tiles<kTile>(Dh, [&](int64_t i, auto R) {
           accumulate_tile<E, decltype(R)::value>(Os + i * kLanes, w.Vb + i, 1, Dh, w.St, cols);
         });
       } else {
@@ -589,26 +569,15 @@ void attend(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, in
             interleave_bf16(w.Pt + j * kLanes + 32 * h, w.St + j * kLanes + 16 * h,
                             j + 1 < cols ? w.St + (j + 1) * kLanes + 16 * h : nullptr, 16);
 #endif
-        in_tiles(Dh, [&](int64_t i, auto R) {
+        in_tiles<kTile>(Dh, [&](int64_t i, auto R) {
           accumulate_tile<E, decltype(R)::value>(Os + i * kLanes, w.Vb + 2 * i, 2, 2 * Dh, w.Pt,
                                                  (cols + 1) / 2);
         });
       }
     }
   }
-  // ctx = O / l per query: 0 for a query that saw no key, NaN stays NaN.
-  for (int64_t s = 0; s < ns; ++s) {
-    const float* Os = w.Ot + s * Dh * kLanes;
-    for (int64_t t = 0; t < kLanes && s * kLanes + t < rows; ++t) {
-      const float lt = w.l[s * kLanes + t];
-      const float inv = lt > 0.f ? 1.f / lt : std::isnan(lt) ? lt : 0.f;
-      float* o = ctx + (s * kLanes + t) * ldc;
-      for (int64_t c = 0; c < Dh; ++c) o[c] = Os[c * kLanes + t] * inv;
-    }
-  }
+  write_context(ctx, ldc, w.Ot, w.l, rows, Dh, kLanes);
 }
-
-std::atomic<bool> g_enabled{true};
 
 }  // namespace
 
@@ -619,11 +588,6 @@ bool has_bf16() {
   return false;
 #endif
 }
-bool available(Operands o) {
-  return g_enabled.load(std::memory_order_relaxed) && (o == Operands::f32 || has_bf16());
-}
-void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
-
 int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
 #if defined(__AVX512BF16__)
   return std::max(Layout<F32>::floats(rows, Dh, kb), Layout<BF16>::floats(rows, Dh, kb));
