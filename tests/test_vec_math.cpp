@@ -56,6 +56,38 @@ TEST(VecMath, GeluMatchesTheScalarOneAndErf) {
   }
 }
 
+// gelu_fast_n (int8's FFN epilogue) against the exact erf form, within the stated 1e-6 (1 + |x|)
+// on a sweep past the clamp, on every path (its vector lanes, the masked tail and the scalar
+// form agree), and on special values: NaN stays NaN, +inf gives +inf, -inf NaN (as gelu_n).
+TEST(VecMath, GeluFastWithinItsBoundOfErf) {
+  std::vector<float> x = sweep(-12.f, 12.f, 48001);
+  for (float v : sweep(-1e-3f, 1e-3f, 101)) x.push_back(v);
+  x.push_back(3e4f), x.push_back(-3e4f), x.push_back(0.f);
+  std::vector<float> y(x.size());
+  vm::gelu_fast_n(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], exact = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    ASSERT_NEAR(y[i], exact, 1e-6 * (1 + std::fabs(v))) << "x = " << x[i];
+    ASSERT_NEAR(y[i], vm::gelu_fast_scalar(x[i]), 2e-7 * (1 + std::fabs(v))) << "x = " << x[i];
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> sx{std::numeric_limits<float>::quiet_NaN(), inf, -inf, 1.f, -1.f};
+  for (int tail = 0; tail < 2; ++tail) {  // whole vectors and the tail / scalar path
+    std::vector<float> in(tail ? 5 : 32, 0.5f);
+    std::copy(sx.begin(), sx.end(), in.begin());
+    std::vector<float> out(in.size());
+    vm::gelu_fast_n(out.data(), in.data(), static_cast<int64_t>(in.size()));
+    EXPECT_TRUE(std::isnan(out[0])) << tail;
+    EXPECT_EQ(out[1], inf) << tail;
+    EXPECT_TRUE(std::isnan(out[2])) << tail;
+    EXPECT_NEAR(out[3], 0.8413447460685429, 1e-6) << tail;
+    EXPECT_NEAR(out[4], -0.15865525393145707, 1e-6) << tail;
+    EXPECT_TRUE(std::isnan(vm::gelu_fast_scalar(sx[0])));
+    EXPECT_EQ(vm::gelu_fast_scalar(inf), inf);
+    EXPECT_TRUE(std::isnan(vm::gelu_fast_scalar(-inf)));
+  }
+}
+
 // exp_shifted_sum over every length 1..70 (full vectors, pairs of them and tails), with and
 // without a key mask, aliased and not: each y[j] is exp(scale x[j] - shift) or 0 where masked,
 // and the returned sum is their sum.
@@ -72,8 +104,8 @@ TEST(VecMath, ExpShiftedSumOfEveryLengthAndMask) {
         std::vector<float> y(n, -1.f);
         float* out = alias ? x.data() : y.data();
         const std::vector<float> x0 = x;
-        const float sum = vm::exp_shifted_sum(out, x.data(), masked ? mask.data() : nullptr, n,
-                                              scale, shift);
+        const float sum =
+            vm::exp_shifted_sum(out, x.data(), masked ? mask.data() : nullptr, n, scale, shift);
         double want_sum = 0;
         for (int64_t j = 0; j < n; ++j) {
           const double want =

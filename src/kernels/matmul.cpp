@@ -275,7 +275,7 @@ const Precision& precision(ComputeType t) {
       {ComputeType::bf16, true, ComputeType::bf16, int64_t{1} << 19, P::Weights::bf16,
        P::Input::round_bf16, P::Accumulator::f32, PackedLinear::kMaxRows},
       {ComputeType::int8, false, ComputeType::f32, 0, P::Weights::int8_per_channel,
-       P::Input::quantize_per_row, P::Accumulator::s32_dequantized, 256},
+       P::Input::quantize_per_row, P::Accumulator::s32_dequantized, 128},
   };
   const auto i = static_cast<size_t>(t);
   LF_CHECK(i < std::size(rows) && rows[i].type == t, "unknown precision ", static_cast<int>(t));

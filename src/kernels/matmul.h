@@ -172,6 +172,8 @@ class PackedLinear {
   void pack_impl(const float* W, int64_t N, int64_t K, ComputeType type, bool transposed);
   void apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows, const float* bias,
                   Epilogue e, bool out16) const;
+  void apply_int8_parallel(float* out, const float* x, int64_t rows, const float* bias,
+                           Epilogue e) const;
 };
 
 }  // namespace lf

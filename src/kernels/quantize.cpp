@@ -117,7 +117,7 @@ void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
                    for (int64_t n = 0; n < N; ++n)
                      o[n] = static_cast<float>(a[n] - col_offset[n]) * (rs * col_scale[n]) +
                             bias[n];
-                   if (op == DequantOp::gelu) vm::gelu_n(o, o, N);
+                   if (op == DequantOp::gelu) vm::gelu_fast_n(o, o, N);
                  }
                });
 }

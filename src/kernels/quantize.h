@@ -29,7 +29,8 @@ int int8_weight_max();
 // What follows an int8 product acc [rows, N] (int32, leading dimension N): for every row m and
 // column n, v = (acc - col_offset[n]) * row_scale[m] * col_scale[n] + bias[n] (col_offset
 // and bias may be null), then
-//   store: out = v;  gelu: out = GELU(v) (exact erf);  accumulate: out += v.
+//   store: out = v;  gelu: out = GELU(v) (vm::gelu_fast_n: within 1e-6 (1 + |v|) of the
+//   erf form);  accumulate: out += v.
 // out has leading dimension N. Parallel over rows outside a parallel region.
 enum class DequantOp { store, gelu, accumulate };
 void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
