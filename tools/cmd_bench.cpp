@@ -190,11 +190,13 @@ std::string markdown(const std::vector<json>& all_runs, const json& meta, const 
      << meta.value("threads", 0) << " threads. Compute type "
      << meta.value("compute", "f32")
      << (meta.value("compute", "f32") == "bf16"
-             ? " (linear maps in bf16, packed weights; attention, softmax, LayerNorm in f32); "
+             ? " (linear maps in bf16, packed weights; attention's products on bf16 operands "
+               "where the CPU has AVX512-BF16, else f32; softmax, LayerNorm in f32); "
                "oneDNN bf16 matmul peak in this run "
          : meta.value("compute", "f32") == "int8"
              ? " (linear maps in int8: packed int8 weights, inputs quantized per token, int32 "
-               "accumulation; attention, softmax, LayerNorm in f32); int8 linear-map peak "
+               "accumulation; attention's products on bf16 operands where the CPU has "
+               "AVX512-BF16, else f32; softmax, LayerNorm in f32); int8 linear-map peak "
                "(quantize, product, dequantize) in this run "
              : "; oneDNN sgemm peak in this run ")
      << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";
