@@ -53,6 +53,15 @@ bool dequantized(ComputeType t) {
   return precision(t).accumulator == P::Accumulator::s32_dequantized;
 }
 
+// Rows of the block that starts `rest` rows before the end of a call: max_rows (a power of
+// two), else the highest power of two <= rest, so that at most log2(max_rows) + 1 row counts
+// ever reach oneDNN however the batches vary (few primitives are built).
+int64_t block_rows(int64_t max_rows, int64_t rest) {
+  int64_t M = std::min(max_rows, rest);
+  while (M & (M - 1)) M &= M - 1;
+  return M;
+}
+
 }  // namespace
 
 struct PackedLinear::Impl {
@@ -356,16 +365,14 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
-  // Blocks of kMaxRows rows, then the rest in power-of-two blocks: at most log2(kMaxRows) + 1
-  // row counts ever reach oneDNN, so few primitives are built however the batches vary.
+  // Blocks of max_rows rows, then the rest in power-of-two blocks (block_rows).
   const int64_t max_rows = x16 ? kMaxRowsDirect : precision(im.type).max_rows;
   if (dequantized(im.type) && rows > max_rows && !omp_in_parallel() && num_threads() > 1) {
     apply_int8_parallel(static_cast<float*>(out), x, rows, bias, e);
     return;
   }
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
-    M = std::min(max_rows, rows - r0);
-    while (M & (M - 1)) M &= M - 1;  // highest power of two <= M
+    M = block_rows(max_rows, rows - r0);
     // x is null when only the rounded input is given: offset whichever pointer is used.
     void* dst = out16 ? static_cast<void*>(static_cast<uint16_t*>(out) + r0 * im.N)
                       : static_cast<void*>(static_cast<float*>(out) + r0 * im.N);
@@ -375,7 +382,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   Impl::stream().wait();
 }
 
-// int8 over more rows than one block: the blocks (max_rows, then powers of two) shared among
+// int8 over more rows than one block: the blocks (block_rows) shared among
 // the threads, each quantized, multiplied on the single-threaded primitive and dequantized by
 // the thread that owns it, so that its int32 block is still in that core's cache when the
 // epilogue reads it (one block on two threads left it to be read back from L3: the epilogue
@@ -387,10 +394,11 @@ void PackedLinear::apply_int8_parallel(float* out, const float* x, int64_t rows,
   thread_local std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
   blocks.clear();
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
-    M = std::min(max_rows, rows - r0);
-    while (M & (M - 1)) M &= M - 1;
+    M = block_rows(max_rows, rows - r0);
+    // Each row count's primitive built here (a oneDNN error is thrown outside the region),
+    // once: the counts are max_rows, then ever smaller powers of two.
+    if (blocks.empty() || blocks.back().second != M) im.get(M, e, bias != nullptr, true, false);
     blocks.emplace_back(r0, M);
-    im.get(M, e, bias != nullptr, true, false);  // built here: a oneDNN error is thrown outside
   }
   const auto* b = blocks.data();
   const int64_t nb = static_cast<int64_t>(blocks.size());
