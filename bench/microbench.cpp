@@ -5,6 +5,7 @@
 // matrix-product FLOPs only.
 #include <benchmark/benchmark.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kernels/attention_block.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 #include "layers/attention.h"
 #include "linformer/bench.h"
 #include "linformer/model.h"
@@ -77,19 +79,28 @@ BENCHMARK(BM_GemmNTPerThread)
     ->UseRealTime();
 
 // The inference path's linear maps: y = x W^T with W packed once (arg 3: 0 f32, 1 bf16, whose
-// time includes rounding x to bf16), whole batch on all threads (arg 4 = 0) or per-thread row
-// blocks (arg 4 = 1).
+// time includes rounding x to bf16, 2 int8, whose time includes quantizing x and the
+// dequantizing epilogue), whole batch on all threads (arg 4 = 0) or per-thread row blocks
+// (arg 4 = 1), the epilogue storing y (arg 5 = 0) or GELU(y) (arg 5 = 1, the FFN's first map).
 void BM_PackedLinear(benchmark::State& st) {
   const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
-  const ComputeType t = st.range(3) ? ComputeType::bf16 : ComputeType::f32;
+  const ComputeType t = st.range(3) == 2   ? ComputeType::int8
+                        : st.range(3) == 1 ? ComputeType::bf16
+                                           : ComputeType::f32;
   const bool per_thread = st.range(4) != 0;
+  const auto e = st.range(5) ? PackedLinear::Epilogue::gelu : PackedLinear::Epilogue::store;
   const int T = per_thread ? num_threads() : 1;
   Buffer<float> a(T * M * K), w(N * K), c(T * M * N);
   fill(a, 1), fill(w, 2), c.zero();
   PackedLinear pl;
-  pl.pack(w.data(), N, K, t);
+  try {
+    pl.pack(w.data(), N, K, t);
+  } catch (const std::exception& err) {  // a precision this CPU does not run
+    st.SkipWithError(err.what());
+    return;
+  }
   auto apply = [&](int64_t i) {
-    pl.apply(c.data() + i * M * N, a.data() + i * M * K, M, nullptr, PackedLinear::Epilogue::store);
+    pl.apply(c.data() + i * M * N, a.data() + i * M * K, M, nullptr, e);
   };
   for (auto _ : st) {
     if (per_thread)
@@ -100,13 +111,14 @@ void BM_PackedLinear(benchmark::State& st) {
       apply(0);
   }
   set_flops(st, 2.0 * T * M * N * K);
-  st.SetLabel(compute_type_name(t));
+  st.SetLabel(std::string(compute_type_name(t)) + (st.range(5) ? ", gelu" : ""));
 }
 BENCHMARK(BM_PackedLinear)
-    ->ArgNames({"M", "N", "K", "bf16", "per_thread"})
-    ->ArgsProduct({{4096}, {3072}, {768}, {0, 1}, {0}})
-    ->ArgsProduct({{256}, {768, 3072}, {768}, {0, 1}, {1}})
-    ->ArgsProduct({{256}, {768}, {3072}, {0, 1}, {1}})
+    ->ArgNames({"M", "N", "K", "precision", "per_thread", "gelu"})
+    ->ArgsProduct({{4096}, {3072}, {768}, {0, 1, 2}, {0}, {0, 1}})
+    ->ArgsProduct({{256}, {768}, {768}, {0, 1, 2}, {1}, {0}})
+    ->ArgsProduct({{256}, {3072}, {768}, {0, 1, 2}, {1}, {0, 1}})
+    ->ArgsProduct({{256}, {768}, {3072}, {0, 1, 2}, {1}, {0}})
     ->UseRealTime();
 
 void BM_Softmax(benchmark::State& st) {
@@ -143,14 +155,26 @@ void BM_LayerNormBackward(benchmark::State& st) {
 }
 BENCHMARK(BM_LayerNormBackward)->Args({4096, 256})->Args({4096, 768})->UseRealTime();
 
+// GELU over one row of d_ff or 4096 of them: arg 1 = 0 the exact erf form (f32 and bf16 models), 1
+// the rational-erf form of the int8 epilogue (vm::gelu_fast_n).
 void BM_Gelu(benchmark::State& st) {
   const int64_t n = st.range(0);
+  const bool fast = st.range(1) != 0;
   Buffer<float> x(n), y(n);
   fill(x, 7, 8.f);
-  for (auto _ : st) gelu_forward(y.data(), x.data(), n);
+  for (auto _ : st) {
+    if (fast)
+      vm::gelu_fast_n(y.data(), x.data(), n);
+    else
+      gelu_forward(y.data(), x.data(), n);
+  }
   st.SetItemsProcessed(st.iterations() * n);
+  st.SetLabel(fast ? "int8 epilogue (rational erf)" : "exact");
 }
-BENCHMARK(BM_Gelu)->Arg(4096 * F)->UseRealTime();
+BENCHMARK(BM_Gelu)
+    ->ArgNames({"n", "fast"})
+    ->ArgsProduct({{F, 4096 * F}, {0, 1}})  // one FFN row, in cache as in the int8 epilogue
+    ->UseRealTime();
 
 // bf16 training's GELU on the FFN's bf16 pre-activation (a table lookup), and its backward
 // (rounded d(h) and the bias gradient), over 4096 rows of d_ff 1024.
