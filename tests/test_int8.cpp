@@ -12,6 +12,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
 #include "kernels/vec_math.h"
+#include "layers/feed_forward.h"
 #include "linformer/model.h"
 #include "test_util.h"
 
@@ -170,6 +171,127 @@ TEST(Int8Product, WithinTheQuantizationBoundOfTheExactProduct) {
         }
       }
     }
+  }
+}
+
+// The GELU epilogue quantizing its output for the next product: bitwise the f32 GELU epilogue
+// followed by quantize_rows_u8 (each tested against naive references above), and within one
+// quantization step of the naive dequantize + erf GELU + quantize in double.
+TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
+  const int64_t rows = 7, N = 53;
+  std::vector<int32_t> acc(rows * N);
+  for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 6007) % 30011) - 15000;
+  for (int64_t n = 0; n < N; ++n) acc[3 * N + n] = 0;  // with no bias and offset: a zero row
+  const std::vector<float> rs = test::random_vec(rows, 8, 1e-3f), cs = test::random_vec(N, 9, 1e-2f),
+                           bias = test::random_vec(N, 10);
+  std::vector<int32_t> off(N);
+  for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 331) - 8000;
+  for (bool with_bias : {false, true}) {
+    const float* b = with_bias ? bias.data() : nullptr;
+    const int32_t* o = with_bias ? off.data() : nullptr;
+    std::vector<uint8_t> q(rows * N, 1), want_q(rows * N, 2);
+    std::vector<float> s(rows, -1.f), want_s(rows, -2.f), f(rows * N);
+    dequantize_gelu_quantize_rows(q.data(), s.data(), acc.data(), rows, N, rs.data(), cs.data(), o,
+                                  b);
+    dequantize_rows(f.data(), acc.data(), rows, N, rs.data(), cs.data(), o, b, DequantOp::gelu);
+    quantize_rows_u8(want_q.data(), N, want_s.data(), f.data(), rows, N, N, 127);
+    EXPECT_EQ(q, want_q) << "bias " << with_bias;
+    EXPECT_EQ(s, want_s) << "bias " << with_bias;
+    if (!with_bias) EXPECT_EQ(s[3], 0.f);
+    for (int64_t m = 0; m < rows; ++m) {
+      std::vector<float> v(N);
+      for (int64_t n = 0; n < N; ++n) {
+        const double a = double(acc[m * N + n]) - (o ? o[n] : 0);
+        const double x = a * rs[m] * cs[n] + (b ? b[n] : 0.0);
+        v[n] = static_cast<float>(0.5 * x * (1 + std::erf(x / std::sqrt(2.0))));
+      }
+      std::vector<int> nq;
+      double ns = 0;
+      naive_quantize(v.data(), N, 127, nq, ns);
+      EXPECT_NEAR(s[m], ns, 1e-5 * ns + 1e-30) << m;
+      for (int64_t n = 0; n < N; ++n) ASSERT_LE(std::abs(int(q[m * N + n]) - 128 - nq[n]), 1) << m;
+    }
+  }
+}
+
+// apply_quantized on rows quantize_rows_u8 made is apply() on the f32 rows, bitwise, for every
+// epilogue; apply_gelu_quantized is apply() with the GELU epilogue, then quantize_rows_u8;
+// both over one block and over blocks shared among threads, and inside a parallel region.
+TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
+  LF_REQUIRE_INT8();
+  const int64_t K = 72, N = 90;
+  const std::vector<float> W = test::random_vec(N * K, 31), b = test::random_vec(N, 32);
+  PackedLinear p;
+  p.pack(W.data(), N, K, ComputeType::int8);
+  for (int64_t rows : {int64_t{1}, int64_t{37}, int64_t{421}}) {
+    const std::vector<float> x = test::random_vec(rows * K, 33 + rows, 2.f);
+    std::vector<uint8_t> xq(rows * K);
+    std::vector<float> xs(rows);
+    quantize_rows_u8(xq.data(), K, xs.data(), x.data(), rows, K, K, 127);
+    for (auto e : {PackedLinear::Epilogue::store, PackedLinear::Epilogue::gelu,
+                   PackedLinear::Epilogue::accumulate}) {
+      std::vector<float> want = test::random_vec(rows * N, 34), got = want;
+      p.apply(want.data(), x.data(), rows, b.data(), e);
+      p.apply_quantized(got.data(), {xq.data(), xs.data()}, rows, b.data(), e);
+      ASSERT_EQ(got, want) << "rows " << rows << " epilogue " << static_cast<int>(e);
+    }
+    std::vector<float> g(rows * N);
+    p.apply(g.data(), x.data(), rows, b.data(), PackedLinear::Epilogue::gelu);
+    std::vector<uint8_t> want_q(rows * N), hq(rows * N);
+    std::vector<float> want_s(rows), hs(rows);
+    quantize_rows_u8(want_q.data(), N, want_s.data(), g.data(), rows, N, N, 127);
+    p.apply_gelu_quantized({hq.data(), hs.data()}, x.data(), rows, b.data());
+    ASSERT_EQ(hq, want_q) << "rows " << rows;
+    ASSERT_EQ(hs, want_s) << "rows " << rows;
+    // The same from inside a parallel region (each thread its own rows, single-threaded).
+    std::vector<uint8_t> pq(rows * N);
+    std::vector<float> ps(rows);
+#pragma omp parallel for schedule(static, 1)
+    for (int64_t r = 0; r < rows; r += 16) {
+      const int64_t n = std::min<int64_t>(16, rows - r);
+      p.apply_gelu_quantized({pq.data() + r * N, ps.data() + r}, x.data() + r * K, n, b.data());
+    }
+    ASSERT_EQ(pq, want_q) << "rows " << rows << " in a parallel region";
+    ASSERT_EQ(ps, want_s) << "rows " << rows << " in a parallel region";
+  }
+  PackedLinear f;
+  f.pack(W.data(), N, K, ComputeType::f32);
+  std::vector<uint8_t> q(K);
+  std::vector<float> s(1), out(N);
+  EXPECT_ERROR_MENTIONS(
+      f.apply_quantized(out.data(), {q.data(), s.data()}, 1, nullptr, PackedLinear::Epilogue::store),
+      "int8 weights");
+  EXPECT_ERROR_MENTIONS(f.apply_gelu_quantized({q.data(), s.data()}, out.data(), 1, nullptr),
+                        "int8 weights");
+}
+
+// The FFN in int8 hands its hidden activation from the first product to the second quantized,
+// kFusedRows rows at a time: bitwise the two products through an f32 hidden activation, for
+// row counts below, at and past a whole number of sub-blocks, with y aliasing base or not.
+TEST(Int8Product, FusedFeedForwardIsTheTwoProducts) {
+  LF_REQUIRE_INT8();
+  const int64_t D = 48, F = 136, kR = FeedForward::kFusedRows;
+  std::vector<float> w1 = test::random_vec(F * D, 51), b1 = test::random_vec(F, 52),
+                     w2 = test::random_vec(D * F, 53), b2 = test::random_vec(D, 54);
+  Linear inter, out;
+  inter.w = w1.data(), inter.b = b1.data(), out.w = w2.data(), out.b = b2.data();
+  inter.packed.pack(w1.data(), F, D, ComputeType::int8);
+  out.packed.pack(w2.data(), D, F, ComputeType::int8);
+  const FeedForward ffn{inter, out, D, F};
+  for (int64_t rows : {int64_t{3}, kR, 2 * kR + 22}) {
+    const std::vector<float> x = test::random_vec(rows * D, 55 + rows),
+                             base = test::random_vec(rows * D, 56 + rows);
+    std::vector<float> h(rows * F), want(rows * D);
+    inter.packed.apply(h.data(), x.data(), rows, b1.data(), PackedLinear::Epilogue::gelu);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < D; ++c) want[r * D + c] = base[r * D + c] + b2[c];
+    out.packed.apply(want.data(), h.data(), rows, nullptr, PackedLinear::Epilogue::accumulate);
+    std::vector<float> got(rows * D, 7.f), ws(rows * F, 9.f);
+    ffn.infer_rows(got.data(), base.data(), ws.data(), x.data(), rows);
+    ASSERT_EQ(got, want) << rows << " rows";
+    std::vector<float> in_place = base;
+    ffn.infer_rows(in_place.data(), in_place.data(), ws.data(), x.data(), rows);
+    ASSERT_EQ(in_place, want) << rows << " rows, y aliasing base";
   }
 }
 

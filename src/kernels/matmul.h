@@ -151,6 +151,23 @@ class PackedLinear {
   void set_row_tile(int64_t rows);
   int64_t row_tile() const { return row_tile_; }
 
+  // int8 weights only: rows quantized as quantize_rows_u8 stores them with qmax 127 (q + 128,
+  // rows densely packed: in_features bytes apart for an input, out_features for an output)
+  // and one scale per row.
+  struct QuantizedRows {
+    uint8_t* q = nullptr;
+    float* scale = nullptr;
+  };
+  // apply() on an input already quantized: the result apply() gives on the f32 rows it was
+  // quantized from, without quantizing them again.
+  void apply_quantized(float* out, QuantizedRows x, int64_t rows, const float* bias,
+                       Epilogue e) const;
+  // int8 weights only: y = GELU(x W^T + bias) quantized per row, the input of a next int8
+  // product (the FFN's hidden activation, never written in f32): equal to apply() with
+  // Epilogue::gelu followed by quantize_rows_u8(..., 127).
+  void apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows,
+                            const float* bias) const;
+
   // bf16 weights only: out16 = bf16(x16 W^T + bias), rounded to nearest even from the f32
   // accumulator (bf16 training keeps the FFN's hidden activation and gradient in bf16).
   void apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows, const float* bias) const;
@@ -172,8 +189,8 @@ class PackedLinear {
   void pack_impl(const float* W, int64_t N, int64_t K, ComputeType type, bool transposed);
   void apply_impl(void* out, const float* x, const uint16_t* x16, int64_t rows, const float* bias,
                   Epilogue e, bool out16) const;
-  void apply_int8_parallel(float* out, const float* x, int64_t rows, const float* bias,
-                           Epilogue e) const;
+  struct Int8Rows;
+  void apply_int8(const Int8Rows& io, int64_t rows, const float* bias, Epilogue e) const;
 };
 
 }  // namespace lf

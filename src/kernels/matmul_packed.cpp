@@ -64,6 +64,27 @@ int64_t block_rows(int64_t max_rows, int64_t rest) {
 
 }  // namespace
 
+// An int8 product's rows, from the first row of a call or block on: the input in f32 (x,
+// quantized block by block) or already quantized (xq, xs); the output in f32 (y) or, GELU
+// applied, quantized for the next product (yq, ys).
+struct PackedLinear::Int8Rows {
+  const float* x = nullptr;
+  const uint8_t* xq = nullptr;
+  const float* xs = nullptr;
+  float* y = nullptr;
+  uint8_t* yq = nullptr;
+  float* ys = nullptr;
+  // The same from row r on (K input, N output columns).
+  Int8Rows from(int64_t r, int64_t K, int64_t N) const {
+    Int8Rows o = *this;
+    if (x) o.x += r * K;
+    if (xq) o.xq += r * K, o.xs += r;
+    if (y) o.y += r * N;
+    if (yq) o.yq += r * N, o.ys += r;
+    return o;
+  }
+};
+
 struct PackedLinear::Impl {
   ComputeType type = ComputeType::f32;
   int64_t N = 0, K = 0;     // out, in features
@@ -132,7 +153,7 @@ struct PackedLinear::Impl {
 
   void run_block(int64_t M, void* dst, const float* x, const uint16_t* x16, const float* bias,
                  Epilogue e, bool out16) const;
-  void run_block_int8(const Entry& en, int64_t M, float* dst, const float* x, const float* bias,
+  void run_block_int8(const Entry& en, int64_t M, const Int8Rows& io, const float* bias,
                       Epilogue e) const;
   void execute(const Entry& en, int64_t M, void* src, void* dst, const float* bias) const;
   static dnnl::stream& stream() {
@@ -294,7 +315,10 @@ void PackedLinear::Impl::run_block(int64_t M, void* dst, const float* x, const u
   const Entry& en = get(M, e, bias != nullptr, omp_in_parallel(), out16);
   const Precision::Input input = precision(type).input;
   if (input == Precision::Input::quantize_per_row) {
-    run_block_int8(en, M, static_cast<float*>(dst), x, bias, e);
+    Int8Rows io;
+    io.x = x;
+    io.y = static_cast<float*>(dst);
+    run_block_int8(en, M, io, bias, e);
     return;
   }
   void* src = x16 ? static_cast<void*>(const_cast<uint16_t*>(x16))
@@ -339,23 +363,35 @@ void PackedLinear::Impl::execute(const Entry& en, int64_t M, void* src, void* ds
   en.prim.execute(stream(), args);
 }
 
-// int8: the block's rows quantized (one scale per row), the int32 product into per-thread
-// scratch, then scales, bias and the epilogue applied while writing dst.
-void PackedLinear::Impl::run_block_int8(const Entry& en, int64_t M, float* dst, const float* x,
+// int8: the block's rows quantized (one scale per row) unless they come quantized, the int32
+// product into per-thread scratch, then scales, bias and the epilogue applied while writing
+// the f32 output, or GELU applied and each row quantized again (io.yq).
+void PackedLinear::Impl::run_block_int8(const Entry& en, int64_t M, const Int8Rows& io,
                                         const float* bias, Epilogue e) const {
   thread_local Buffer<uint8_t> xq;
   thread_local Buffer<float> xs;
   thread_local Buffer<int32_t> acc;
-  uint8_t* q = xq.grow(M * K);
-  float* rs = xs.grow(M);
-  quantize_rows_u8(q, K, rs, x, M, K, K, 127);
+  const uint8_t* q = io.xq;
+  const float* rs = io.xs;
+  if (!q) {
+    uint8_t* qb = xq.grow(M * K);
+    float* sb = xs.grow(M);
+    quantize_rows_u8(qb, K, sb, io.x, M, K, K, 127);
+    q = qb;
+    rs = sb;
+  }
   int32_t* a = acc.grow(M * N);
-  execute(en, M, q, a, nullptr);
+  execute(en, M, const_cast<uint8_t*>(q), a, nullptr);
   stream().wait();
+  if (io.yq) {
+    dequantize_gelu_quantize_rows(io.yq, io.ys, a, M, N, rs, col_scale.data(), col_offset.data(),
+                                  bias);
+    return;
+  }
   const DequantOp op = e == Epilogue::gelu         ? DequantOp::gelu
                        : e == Epilogue::accumulate ? DequantOp::accumulate
                                                    : DequantOp::store;
-  dequantize_rows(dst, a, M, N, rs, col_scale.data(), col_offset.data(), bias, op);
+  dequantize_rows(io.y, a, M, N, rs, col_scale.data(), col_offset.data(), bias, op);
 }
 
 // out: float (or uint16_t when the output is bf16: then x16 is given and e is store).
@@ -366,11 +402,14 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   const Impl& im = *impl_;
   if (rows <= 0) return;
   // Blocks of max_rows rows, then the rest in power-of-two blocks (block_rows).
-  const int64_t max_rows = x16 ? kMaxRowsDirect : precision(im.type).max_rows;
-  if (dequantized(im.type) && rows > max_rows && !omp_in_parallel() && num_threads() > 1) {
-    apply_int8_parallel(static_cast<float*>(out), x, rows, bias, e);
+  if (dequantized(im.type)) {
+    Int8Rows io;
+    io.x = x;
+    io.y = static_cast<float*>(out);
+    apply_int8(io, rows, bias, e);
     return;
   }
+  const int64_t max_rows = x16 ? kMaxRowsDirect : precision(im.type).max_rows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = block_rows(max_rows, rows - r0);
     // x is null when only the rounded input is given: offset whichever pointer is used.
@@ -382,15 +421,56 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   Impl::stream().wait();
 }
 
-// int8 over more rows than one block: the blocks (block_rows) shared among
-// the threads, each quantized, multiplied on the single-threaded primitive and dequantized by
-// the thread that owns it, so that its int32 block is still in that core's cache when the
-// epilogue reads it (one block on two threads left it to be read back from L3: the epilogue
-// cost 15-30% of the product). Integer sums are exact, so the blocking changes no result.
-void PackedLinear::apply_int8_parallel(float* out, const float* x, int64_t rows, const float* bias,
-                                       Epilogue e) const {
+void PackedLinear::apply_quantized(float* out, QuantizedRows x, int64_t rows, const float* bias,
+                                   Epilogue e) const {
+  LF_CHECK(packed() && dequantized(type()),
+           "packed linear: a quantized input needs int8 weights (these are ",
+           compute_type_name(type()), ")");
+  LF_DCHECK(rows <= 0 || (out && x.q && x.scale), "packed linear: null input or output for ",
+            rows, " rows");
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
+  Int8Rows io;
+  io.xq = x.q;
+  io.xs = x.scale;
+  io.y = out;
+  apply_int8(io, rows, bias, e);
+}
+
+void PackedLinear::apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows,
+                                        const float* bias) const {
+  LF_CHECK(packed() && dequantized(type()),
+           "packed linear: a quantized output needs int8 weights (these are ",
+           compute_type_name(type()), ")");
+  LF_DCHECK(rows <= 0 || (x && y.q && y.scale), "packed linear: null input or output for ", rows,
+            " rows");
+  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
+  Int8Rows io;
+  io.x = x;
+  io.yq = y.q;
+  io.ys = y.scale;
+  apply_int8(io, rows, bias, Epilogue::gelu);
+}
+
+// An int8 product in blocks of at most max_rows rows (block_rows). Outside a parallel region,
+// over more than one block, the blocks are shared among the threads, each quantized,
+// multiplied on the single-threaded primitive and dequantized by the thread that owns it, so
+// that its int32 block is still in that core's cache when the epilogue reads it (one block on
+// two threads left it to be read back from L3: the epilogue cost 15-30% of the product).
+// Integer sums are exact, so the blocking changes no result.
+void PackedLinear::apply_int8(const Int8Rows& io, int64_t rows, const float* bias,
+                              Epilogue e) const {
   const Impl& im = *impl_;
+  if (rows <= 0) return;
   const int64_t max_rows = precision(im.type).max_rows;
+  const bool nested = omp_in_parallel();
+  if (nested || rows <= max_rows || num_threads() <= 1) {
+    for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
+      M = block_rows(max_rows, rows - r0);
+      im.run_block_int8(im.get(M, e, bias != nullptr, nested, false), M, io.from(r0, im.K, im.N),
+                        bias, e);
+    }
+    return;
+  }
   thread_local std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
   blocks.clear();
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
@@ -404,8 +484,9 @@ void PackedLinear::apply_int8_parallel(float* out, const float* x, int64_t rows,
   const int64_t nb = static_cast<int64_t>(blocks.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads())
   for (int64_t i = 0; i < nb; ++i) {
-    im.run_block(b[i].second, out + b[i].first * im.N, x + b[i].first * im.K, nullptr, bias, e,
-                 false);
+    const int64_t M = b[i].second;
+    im.run_block_int8(im.get(M, e, bias != nullptr, true, false), M, io.from(b[i].first, im.K, im.N),
+                      bias, e);
   }
 }
 

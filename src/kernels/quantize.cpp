@@ -89,35 +89,59 @@ int int8_weight_max() {
   return qmax;
 }
 
+namespace {
+
+// One row of dequantize_rows: v = (a - off) * rs * cs + bias into o (store, gelu) or onto it
+// (accumulate). bias and off are never null here.
+inline void dequantize_row(float* o, const int32_t* a, int64_t N, float rs, const float* cs,
+                           const int32_t* off, const float* bias, DequantOp op) {
+  if (op == DequantOp::accumulate) {
+    for (int64_t n = 0; n < N; ++n)
+      o[n] += static_cast<float>(a[n] - off[n]) * (rs * cs[n]) + bias[n];
+    return;
+  }
+  for (int64_t n = 0; n < N; ++n) o[n] = static_cast<float>(a[n] - off[n]) * (rs * cs[n]) + bias[n];
+  if (op == DequantOp::gelu) vm::gelu_fast_n(o, o, N);
+}
+
+// Zeros standing in for a null bias or column offset of N columns.
+template <typename T>
+const T* zeros_if_null(const T* p, int64_t N) {
+  if (p) return p;
+  thread_local std::vector<T> zeros;
+  if (static_cast<int64_t>(zeros.size()) < N) zeros.assign(static_cast<size_t>(N), T{});
+  return zeros.data();
+}
+
+}  // namespace
+
 void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
                      const float* row_scale, const float* col_scale, const int32_t* col_offset,
                      const float* bias, DequantOp op) {
-  thread_local std::vector<float> zeros;
-  if (!bias) {
-    if (static_cast<int64_t>(zeros.size()) < N) zeros.assign(static_cast<size_t>(N), 0.f);
-    bias = zeros.data();
-  }
-  thread_local std::vector<int32_t> no_offset;
-  if (!col_offset) {
-    if (static_cast<int64_t>(no_offset.size()) < N) no_offset.assign(static_cast<size_t>(N), 0);
-    col_offset = no_offset.data();
-  }
+  bias = zeros_if_null(bias, N);
+  col_offset = zeros_if_null(col_offset, N);
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)),
                [&](int64_t r0, int64_t r1) {
+                 for (int64_t m = r0; m < r1; ++m)
+                   dequantize_row(out + m * N, acc + m * N, N, row_scale[m], col_scale,
+                                  col_offset, bias, op);
+               });
+}
+
+void dequantize_gelu_quantize_rows(uint8_t* q, float* scales, const int32_t* acc, int64_t rows,
+                                   int64_t N, const float* row_scale, const float* col_scale,
+                                   const int32_t* col_offset, const float* bias) {
+  bias = zeros_if_null(bias, N);
+  col_offset = zeros_if_null(col_offset, N);
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(N, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 // Each row's f32 values live only in this row buffer (L1), never in memory.
+                 thread_local std::vector<float> row;
+                 if (static_cast<int64_t>(row.size()) < N) row.resize(static_cast<size_t>(N));
                  for (int64_t m = r0; m < r1; ++m) {
-                   const int32_t* a = acc + m * N;
-                   float* o = out + m * N;
-                   const float rs = row_scale[m];
-                   if (op == DequantOp::accumulate) {
-                     for (int64_t n = 0; n < N; ++n)
-                       o[n] += static_cast<float>(a[n] - col_offset[n]) * (rs * col_scale[n]) +
-                               bias[n];
-                     continue;
-                   }
-                   for (int64_t n = 0; n < N; ++n)
-                     o[n] = static_cast<float>(a[n] - col_offset[n]) * (rs * col_scale[n]) +
-                            bias[n];
-                   if (op == DequantOp::gelu) vm::gelu_fast_n(o, o, N);
+                   dequantize_row(row.data(), acc + m * N, N, row_scale[m], col_scale, col_offset,
+                                  bias, DequantOp::gelu);
+                   quantize_row(q + m * N, scales + m, row.data(), N, 127);
                  }
                });
 }

@@ -36,5 +36,11 @@ enum class DequantOp { store, gelu, accumulate };
 void dequantize_rows(float* out, const int32_t* acc, int64_t rows, int64_t N,
                      const float* row_scale, const float* col_scale, const int32_t* col_offset,
                      const float* bias, DequantOp op);
+// dequantize_rows with op gelu, each row then quantized as quantize_rows_u8 stores it with qmax
+// 127 (q + 128 into q, leading dimension N, and its scale into scales[m]) instead of written
+// in f32: the input of the next int8 product, from an L1-sized row buffer.
+void dequantize_gelu_quantize_rows(uint8_t* q, float* scales, const int32_t* acc, int64_t rows,
+                                   int64_t N, const float* row_scale, const float* col_scale,
+                                   const int32_t* col_offset, const float* bias);
 
 }  // namespace lf

@@ -1,5 +1,6 @@
 #include "layers/feed_forward.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -50,14 +51,35 @@ void FeedForward::backward(float* dx, const float* dy, const float* x, const uin
 void FeedForward::infer_rows(float* y, const float* base, float* hidden, const float* x,
                              int64_t rows) const {
   using Epi = PackedLinear::Epilogue;
-  inter.packed.apply(hidden, x, rows, inter.b, Epi::gelu);
-  // y = base + b2, then y += hidden W2^T: residual and bias folded into the product's C.
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = y + r * D;
-    const float* br = base + r * D;
+  // y = base + b2, then y += GELU(x W1^T + b1) W2^T: residual and bias folded into the second
+  // product's C.
+  const auto residual = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = y + r * D;
+      const float* br = base + r * D;
 #pragma omp simd
-    for (int64_t c = 0; c < D; ++c) o[c] = br[c] + out.b[c];
+      for (int64_t c = 0; c < D; ++c) o[c] = br[c] + out.b[c];
+    }
+  };
+  if (inter.packed.type() == ComputeType::int8 && out.packed.type() == ComputeType::int8) {
+    // Both products in int8: the hidden activation goes from the first product's epilogue to
+    // the second quantized (u8 [m, F] and a scale per row, in hidden's space), never in f32,
+    // kFusedRows rows at a time so that it and the int32 blocks stay in the core's L2.
+    // u8 [mm, F] then mm scales: within hidden's rows * F floats for F >= 4.
+    const int64_t mm = std::min(kFusedRows, rows);
+    PackedLinear::QuantizedRows h;
+    h.q = reinterpret_cast<uint8_t*>(hidden);
+    h.scale = hidden + (mm * F + 3) / 4;
+    for (int64_t r0 = 0; r0 < rows; r0 += kFusedRows) {
+      const int64_t m = std::min(kFusedRows, rows - r0);
+      inter.packed.apply_gelu_quantized(h, x + r0 * D, m, inter.b);
+      residual(r0, r0 + m);
+      out.packed.apply_quantized(y + r0 * D, h, m, nullptr, Epi::accumulate);
+    }
+    return;
   }
+  inter.packed.apply(hidden, x, rows, inter.b, Epi::gelu);
+  residual(0, rows);
   out.packed.apply(y, hidden, rows, nullptr, Epi::accumulate);
 }
 

@@ -43,6 +43,8 @@ struct FeedForward {
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.
   void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;
+  // Rows the int8 form of infer_rows runs through both products at a time.
+  static constexpr int64_t kFusedRows = 64;
 };
 
 }  // namespace lf
