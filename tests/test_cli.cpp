@@ -297,6 +297,17 @@ TEST(Cli, ForwardInt8IsCloseToF32) {
   expect_mentions(r.out, {"## Precisions", "| f32 ms/seq | int8 ms/seq | int8 speed-up |",
                           "| linformer | 64 | 16 |", "| standard | 64 | - |", "linformer (int8)"},
                   "bench --compare-precision");
+  // Each configuration runs in every precision back to back (ratios measured seconds apart):
+  // the run table lists the f32 run and the int8 run of a configuration one after the other.
+  for (const char* row : {"| linformer (f32) | 64 | 16 |", "| standard (f32) | 64 | - |"}) {
+    const size_t at = r.out.find(row);
+    ASSERT_NE(at, std::string::npos) << row;
+    const size_t next = r.out.find('\n', at) + 1;
+    std::string int8_row = row;
+    int8_row.replace(int8_row.find("(f32)"), 5, "(int8)");
+    EXPECT_EQ(r.out.compare(next, int8_row.size(), int8_row), 0)
+        << "after " << row << ": " << r.out.substr(next, 60);
+  }
   const CliRun again = run_cli(dir, "bench --from-json " + dir + "/b/bench.json");
   expect_ok(again, "bench --from-json");
   EXPECT_EQ(again.out, r.out);

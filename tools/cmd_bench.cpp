@@ -326,7 +326,8 @@ void add_bench(CLI::App& app) {
       "quantization and dequantization: GOP/s). --train takes f32 or bf16",
       true);
   cmd->add_option("--compare-precision", o->compare_precisions,
-                  "Also run the grid in these precisions (f32 bf16 int8) and add a table of "
+                  "Also run the grid in these precisions (f32 bf16 int8), each configuration "
+                  "in every precision back to back, and add a table of "
                   "every configuration's time in each, the speed-up over --precision and each "
                   "rate against its own precision's product peak (measured in the same run)")
       ->check(CLI::IsMember({"f32", "bf16", "int8"}))
@@ -438,37 +439,45 @@ void add_bench(CLI::App& app) {
     double peak_gflops = 0;
     json peak;
     const int64_t gm = 4096, gn = 3072, gk = 768;
+    // 1. The product peak of each precision, in a child like everything else.
+    std::map<ComputeType, double> peak_of;
     for (ComputeType prec : precisions) {
       opt.precision = prec;
-      // 1. The product peak of this precision, in a child like everything else.
       peak = run([&] {
         return json{{"gflops", bench::matmul_gflops(opt.precision, gm, gn, gk)},
                     {"threads", bench::threads()}};
       });
-      peaks[compute_type_name(prec)] = peak.value("gflops", 0.0);
-      if (prec == main_precision) peak_gflops = peak.value("gflops", 0.0);
-      const double this_peak = peak.value("gflops", 0.0);
+      peak_of[prec] = peak.value("gflops", 0.0);
+      peaks[compute_type_name(prec)] = peak_of[prec];
+      if (prec == main_precision) peak_gflops = peak_of[prec];
       std::fprintf(stderr, "bench: %s product %lldx%lldx%lld: %.0f %s on %d threads; budget %.1f GiB\n",
                    compute_type_name(prec), static_cast<long long>(gm), static_cast<long long>(gn),
-                   static_cast<long long>(gk), this_peak,
+                   static_cast<long long>(gk), peak_of[prec],
                    prec == ComputeType::int8 ? "GOP/s" : "GFLOP/s", peak.value("threads", 0),
                    budget / kGiB);
-      // 2. The grid.
-      std::vector<Job> jobs;
-      for (int64_t n : opt.ns)
-        for (const bench::AttentionChoice& c : bench::attention_choices()) {
-          if (!kinds.count(c.name)) continue;
-          if (!c.projected) jobs.push_back({c.name, n, 0});
-          else
-            for (int64_t k : opt.ks)
-              if (k < n && n % k == 0) jobs.push_back({c.name, n, k});
-        }
-      for (size_t i = 0; i < jobs.size(); ++i) {
-        const Job& j = jobs[i];
+    }
+    // 2. The grid, each configuration in every precision back to back: a ratio between
+    // precisions is then measured seconds apart, not a grid's length apart (on a shared
+    // machine a slow spell then slows both sides of a ratio, or neither).
+    std::vector<Job> jobs;
+    for (int64_t n : opt.ns)
+      for (const bench::AttentionChoice& c : bench::attention_choices()) {
+        if (!kinds.count(c.name)) continue;
+        if (!c.projected) jobs.push_back({c.name, n, 0});
+        else
+          for (int64_t k : opt.ks)
+            if (k < n && n % k == 0) jobs.push_back({c.name, n, k});
+      }
+    const size_t total = jobs.size() * precisions.size();
+    size_t done = 0;
+    for (const Job& j : jobs)
+      for (ComputeType prec : precisions) {
+        opt.precision = prec;
+        const double this_peak = peak_of[prec];
         const std::string name =
             j.kind + " n=" + std::to_string(j.n) +
             (j.k > 0 ? " k=" + std::to_string(j.k) : std::string());
-        std::fprintf(stderr, "[%zu/%zu] %s%s ...", i + 1, jobs.size(), name.c_str(),
+        std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, name.c_str(),
                      precisions.size() > 1 ? (std::string(" ") + compute_type_name(prec)).c_str()
                                            : "");
         std::fflush(stderr);
@@ -497,7 +506,6 @@ void add_bench(CLI::App& app) {
           std::fprintf(stderr, " %s: %s\n", st.c_str(), r.value("error", "").c_str());
         runs.push_back(std::move(r));
       }
-    }
     opt.precision = main_precision;
     json meta = {{"sgemm_gflops", peak_gflops},
                  {"compute", compute_type_name(opt.precision)},
