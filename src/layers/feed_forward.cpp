@@ -61,11 +61,13 @@ void FeedForward::infer_rows(float* y, const float* base, float* hidden, const f
       for (int64_t c = 0; c < D; ++c) o[c] = br[c] + out.b[c];
     }
   };
-  if (inter.packed.type() == ComputeType::int8 && out.packed.type() == ComputeType::int8) {
+  if (inter.packed.type() == ComputeType::int8 && out.packed.type() == ComputeType::int8 &&
+      F >= 4) {
     // Both products in int8: the hidden activation goes from the first product's epilogue to
     // the second quantized (u8 [m, F] and a scale per row, in hidden's space), never in f32,
     // kFusedRows rows at a time so that it and the int32 blocks stay in the core's L2.
-    // u8 [mm, F] then mm scales: within hidden's rows * F floats for F >= 4.
+    // u8 [mm, F] then mm scales: within hidden's rows * F floats (F >= 4; a narrower FFN,
+    // only seen in tests, takes the path below through an f32 hidden activation).
     const int64_t mm = std::min(kFusedRows, rows);
     PackedLinear::QuantizedRows h;
     h.q = reinterpret_cast<uint8_t*>(hidden);
