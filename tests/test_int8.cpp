@@ -197,7 +197,9 @@ TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
     quantize_rows_u8(want_q.data(), N, want_s.data(), f.data(), rows, N, N, 127);
     EXPECT_EQ(q, want_q) << "bias " << with_bias;
     EXPECT_EQ(s, want_s) << "bias " << with_bias;
-    if (!with_bias) EXPECT_EQ(s[3], 0.f);
+    if (!with_bias) {
+      EXPECT_EQ(s[3], 0.f);
+    }
     for (int64_t m = 0; m < rows; ++m) {
       std::vector<float> v(N);
       for (int64_t n = 0; n < N; ++n) {

@@ -150,8 +150,12 @@ TEST(HfTokenizer, MaskingUsesTheTokenizersMaskAndSkipsItsSpecialTokens) {
                                      static_cast<int64_t>(x.size()), mb, seed, 1);
     EXPECT_GT(k, 50);
     for (size_t t = 0; t < x.size(); ++t) {
-      if (bert.is_special(ids[t])) EXPECT_EQ(labels[t], -100) << "special id " << ids[t] << " chosen";
-      if (x[t] != ids[t] && x[t] != 103) EXPECT_FALSE(bert.is_special(x[t])) << x[t];
+      if (bert.is_special(ids[t])) {
+        EXPECT_EQ(labels[t], -100) << "special id " << ids[t] << " chosen";
+      }
+      if (x[t] != ids[t] && x[t] != 103) {
+        EXPECT_FALSE(bert.is_special(x[t])) << x[t];
+      }
     }
   }
   // A tokenizer without a mask token cannot pretrain.
