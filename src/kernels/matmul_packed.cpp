@@ -401,7 +401,6 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   const Impl& im = *impl_;
   if (rows <= 0) return;
-  // Blocks of max_rows rows, then the rest in power-of-two blocks (block_rows).
   if (dequantized(im.type)) {
     Int8Rows io;
     io.x = x;
@@ -409,6 +408,7 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
     apply_int8(io, rows, bias, e);
     return;
   }
+  // Blocks of max_rows rows, then the rest in power-of-two blocks (block_rows).
   const int64_t max_rows = x16 ? kMaxRowsDirect : precision(im.type).max_rows;
   for (int64_t r0 = 0, M = 0; r0 < rows; r0 += M) {
     M = block_rows(max_rows, rows - r0);
