@@ -37,7 +37,8 @@ void add_tokenizer(CLI::App& app) {
         ->check(CLI::IsMember({"unigram", "bpe"}))
         ->capture_default_str();
     t->add_option("--max-sentences", o->o.max_sentences,
-                  "Lines sampled for training (evenly spaced)")
+                  "Pieces of text sampled for training, evenly spaced: lines, with lines over "
+                  "2 KB (a whole book on one line) cut into pieces of at most 2 KB at spaces")
         ->capture_default_str();
     t->add_option("--seed", o->o.seed, "Random seed")->capture_default_str();
     t->callback([o] {

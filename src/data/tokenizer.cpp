@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <string_view>
 #include <utility>
 
 #include "data/corpus.h"
@@ -190,19 +192,39 @@ void Tokenizer::train(const std::vector<std::string>& inputs, const std::string&
   LF_CHECK(opt.vocab_size > kNumSpecial + 10, "tokenizer: vocab_size ", opt.vocab_size,
            " is too small");
   const std::vector<std::string> files = list_corpus_files(inputs);
-  // Evenly spaced sample of at most max_sentences lines (deterministic).
+  // SentencePiece skips any training sentence over max_sentence_length (4192 bytes): a corpus
+  // of whole books, one per line, would teach it nothing from the books. So each line is cut
+  // into pieces of at most kPiece bytes at spaces (a line without a space that long is cut at
+  // a UTF-8 character boundary), and the sample is taken over the pieces: a long document
+  // then weighs by its length, as in the token stream the model trains on.
+  constexpr size_t kPiece = 2048;
+  auto for_each_piece = [&](const std::function<void(std::string_view)>& fn) {
+    for_each_line(files, [&](const std::string& line) {
+      std::string_view rest(line);
+      while (rest.size() > kPiece) {
+        size_t cut = rest.rfind(' ', kPiece);
+        if (cut == std::string_view::npos || cut == 0) {
+          cut = kPiece;
+          while (cut > 0 && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80) --cut;
+          if (cut == 0) cut = kPiece;
+        }
+        fn(rest.substr(0, cut));
+        rest.remove_prefix(cut);
+        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      }
+      if (!rest.empty()) fn(rest);
+      return true;
+    });
+  };
+  // Evenly spaced sample of at most max_sentences pieces (deterministic).
   std::vector<std::string> lines;
   int64_t total = 0;
-  for_each_line(files, [&](const std::string&) {
-    ++total;
-    return true;
-  });
+  for_each_piece([&](std::string_view) { ++total; });
   LF_CHECK(total > 0, "tokenizer: the corpus has no non-empty lines");
   const int64_t stride = std::max<int64_t>(1, (total + opt.max_sentences - 1) / opt.max_sentences);
   int64_t idx = 0;
-  for_each_line(files, [&](const std::string& l) {
-    if (idx++ % stride == 0) lines.push_back(l);
-    return true;
+  for_each_piece([&](std::string_view piece) {
+    if (idx++ % stride == 0) lines.emplace_back(piece);
   });
   std::string prefix = model_path;
   if (prefix.size() > 6 && prefix.substr(prefix.size() - 6) == ".model")
