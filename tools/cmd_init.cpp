@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
@@ -37,10 +38,15 @@ void add_init(CLI::App& app) {
       "--from a Hugging Face RoBERTa or BERT folder (config.json, model.safetensors and the\n"
       "tokenizer files) takes the configuration from its config.json (standard attention;\n"
       "--set attention=linformer --set k=128 turns it into a Linformer) and copies its\n"
-      "tokenizer, so that --out is a complete model folder.\n"
+      "tokenizer, so that --out is a complete model folder. --from one of this program's\n"
+      "model folders takes its config.json the same way. A larger --set max_len extends the\n"
+      "position embeddings by copying the learned ones (Longformer's recipe); continue with\n"
+      "`linformer pretrain --init-from OUT` at the new length (docs/models.md).\n"
       "Examples:\n"
       "  linformer init --config configs/small-linformer.json --set k=64 --seed 1 --out runs/m\n"
-      "  linformer init --from hf/roberta-base --set attention=linformer --set k=128 --out runs/rl");
+      "  linformer init --from hf/roberta-base --set attention=linformer --set k=128 --out runs/rl\n"
+      "  linformer init --from standard-mini --set attention=linformer --set max_len=4096 \\\n"
+      "      --set k=256 --set projection_init=mean_pool --out runs/lin-4k");
   struct Opts {
     std::string config, out, from;
     std::vector<std::string> sets;
@@ -59,7 +65,8 @@ void add_init(CLI::App& app) {
   cmd->add_option("--from", o->from,
                   "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint), "
                   "or from a Hugging Face RoBERTa/BERT folder (config.json, model.safetensors, "
-                  "tokenizer files)")
+                  "tokenizer files), or one of this program's model folders or installed models")
+      ->transform(model_folder())
       ->check(CLI::ExistingPath);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights")->capture_default_str();
   cmd->add_option("--out", o->out, "Output folder (created if needed)")->required();
@@ -91,6 +98,12 @@ void add_init(CLI::App& app) {
         throw;
       }
       fs::remove(tmp);
+    } else if (from_dir && o->config.empty() &&
+               std::filesystem::is_regular_file(std::filesystem::path(o->from) / "config.json")) {
+      // One of our own model folders: its configuration, then the --set overrides (e.g.
+      // --set attention=linformer --set max_len=4096).
+      cfg = Config::load_with_overrides(
+          (std::filesystem::path(o->from) / "config.json").string(), o->sets);
     } else {
       cfg = Config::load_with_overrides(o->config, o->sets);
     }
@@ -117,6 +130,7 @@ void add_init(CLI::App& app) {
       LoadOptions lo;
       lo.init_missing = true;
       lo.seed = o->seed;
+      lo.extend_positions = true;
       rep = load_weights(model, weights, lo);
     }
     save_model(model, o->out);
@@ -130,6 +144,12 @@ void add_init(CLI::App& app) {
       std::printf("%zu of %zu tensors taken from %s\n",
                   model.params().size() - rep.initialised.size(), model.params().size(),
                   weights.c_str());
+      if (rep.positions_from > 0)
+        std::printf("position embeddings extended from %lld to %lld positions by copying the "
+                    "%lld learned ones (Longformer's recipe)\n",
+                    static_cast<long long>(rep.positions_from),
+                    static_cast<long long>(rep.positions_to),
+                    static_cast<long long>(rep.positions_from));
       print_list("freshly initialised (not in the file)", rep.initialised);
       print_list("ignored (in the file, not used by this model)", rep.ignored);
     }

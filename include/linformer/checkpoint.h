@@ -15,11 +15,20 @@ struct LoadOptions {
   // RoBERTa checkpoint loads as a Linformer model or gains a classification head.
   bool init_missing = true;
   uint64_t seed = 0;  // for freshly initialised parameters
+  // A position table in the file with fewer rows than the model's (a model made longer with
+  // a larger max_len) is extended instead of refused: the rows before position_offset are
+  // copied, then the file's learned positions are copied again and again until the longer
+  // table is full (Longformer's recipe, Beltagy et al. 2020, section 5). Positions the file
+  // has keep their values, so inputs within the old length give the same outputs.
+  bool extend_positions = false;
 };
 
 struct LoadReport {
   std::vector<std::string> initialised;  // parameters not in the file, freshly initialised
   std::vector<std::string> ignored;      // tensors in the file the model does not use
+  // With extend_positions: the learned positions in the file and in the model (both 0 when
+  // the table was not extended).
+  int64_t positions_from = 0, positions_to = 0;
 };
 
 // Writes DIR/config.json and DIR/model.safetensors (each atomically); creates DIR.

@@ -43,6 +43,18 @@ int64_t first_non_finite(const SafeTensorsReader& r, const TensorInfo& t) {
   return -1;
 }
 
+constexpr const char* kPositionTable = "roberta.embeddings.position_embeddings.weight";
+
+// Rows [0, offset) of `from` as they are, then its `old_len` learned rows repeated to fill
+// `new_len` rows: dst is [(offset + new_len), width].
+void extend_position_table(const std::vector<float>& from, int64_t offset, int64_t old_len,
+                           int64_t new_len, int64_t width, float* dst) {
+  std::memcpy(dst, from.data(), static_cast<size_t>(offset * width) * sizeof(float));
+  for (int64_t t = 0; t < new_len; ++t)
+    std::memcpy(dst + (offset + t) * width, from.data() + (offset + t % old_len) * width,
+                static_cast<size_t>(width) * sizeof(float));
+}
+
 }  // namespace
 
 void save_model(Model& model, const std::string& dir) {
@@ -111,9 +123,19 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
       continue;
     }
     const TensorInfo& t = r.info(fname);
-    LF_CHECK(t.shape == p.shape, path, ": tensor '", fname, "' has shape ",
+    if (opt.extend_positions && p.name == kPositionTable && t.shape.size() == 2 &&
+        p.shape.size() == 2 && t.shape[1] == p.shape[1] && t.shape[0] < p.shape[0]) {
+      const int64_t offset = model.config().position_offset;
+      LF_CHECK(t.shape[0] > offset, path, ": tensor '", fname, "' has ", t.shape[0],
+               " rows, no more than the position offset ", offset,
+               ": it holds no learned position to extend from");
+      rep.positions_from = t.shape[0] - offset;
+      rep.positions_to = p.shape[0] - offset;
+    } else {
+      LF_CHECK(t.shape == p.shape, path, ": tensor '", fname, "' has shape ",
              shape_to_string(t.shape), ", expected ", shape_to_string(p.shape),
              " (does the model configuration (config.json) match this checkpoint?)");
+    }
     LF_CHECK(dtype_is_float(t.dtype), path, ": tensor '", fname, "' has dtype ",
              dtype_name(t.dtype), "; parameters must be F32, F16, BF16 or F64");
     const int64_t bad = first_non_finite(r, t);
@@ -141,7 +163,14 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
   }
   for (const ParamInfo& p : model.params()) {
     const std::string fname = file_name(p.name);
-    if (used.count(fname)) r.read_f32(fname, p.shape, model.param_data() + p.offset);
+    if (!used.count(fname)) continue;
+    float* dst = model.param_data() + p.offset;
+    if (p.name == kPositionTable && rep.positions_from > 0) {
+      extend_position_table(r.read_f32(fname), model.config().position_offset,
+                            rep.positions_from, rep.positions_to, p.shape[1], dst);
+      continue;
+    }
+    r.read_f32(fname, p.shape, dst);
   }
   for (const std::string& n : r.names())
     if (!used.count(n)) rep.ignored.push_back(n);
