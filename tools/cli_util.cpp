@@ -1,5 +1,7 @@
 #include "cli_util.h"
 
+#include "linformer/models.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -146,9 +148,22 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        true);
 }
 
+CLI::Validator model_folder() {
+  return CLI::Validator(
+      [](std::string& s) {
+        try {
+          s = resolve_model(s);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "", "MODEL");
+}
+
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help) {
-  cmd->add_option("--model", o->model, model_help)->required();
+  cmd->add_option("--model", o->model, model_help)->required()->transform(model_folder());
   cmd->add_option("--bad-rows", o->bad_rows,
                   "stop at the first bad row, or skip it (reported on stderr)")
       ->check(CLI::IsMember({"stop", "skip"}))

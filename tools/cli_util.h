@@ -57,6 +57,11 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
 // Sets the model's inference precision and the layers kept in f32.
 void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers);
 
+// A --model-like option's transform: an installed model's bare name (`linformer models`)
+// becomes its folder; a path stays as it is (lf::resolve_model). The error lists the
+// installed models.
+CLI::Validator model_folder();
+
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 
 struct ModelRunOptions {

@@ -81,7 +81,9 @@ void add_finetune(CLI::App& app) {
       ->capture_default_str()
       ->group("Data");
   cmd->add_option("--init-from", o->init_from,
-                  "Pretrained model folder (config.json, model.safetensors, tokenizer files)")
+                  "Pretrained model folder (config.json, model.safetensors, tokenizer files) or an "
+                  "installed model's name (`linformer models`)")
+      ->transform(model_folder())
       ->group("Model");
   cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
       ->group("Model");

@@ -36,6 +36,7 @@ void add_serve(CLI::App& app) {
                   "Model folder: a classifier (from `linformer finetune`, serves /predict and "
                   "/embed) or a pretrained model folder with its tokenizer (/embed)")
       ->required()
+      ->transform(model_folder())
       ->check(CLI::ExistingDirectory)
       ->group("Model");
   cmd->add_option("--precision", o->precision,

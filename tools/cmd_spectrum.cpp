@@ -2,6 +2,7 @@
 #include <memory>
 #include <string>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "linformer/spectrum.h"
 
@@ -21,8 +22,9 @@ void add_spectrum(CLI::App& app) {
   auto o = std::make_shared<analysis::SpectrumOptions>();
   auto no_lowrank = std::make_shared<bool>(false);
   cmd->add_option("--model", o->model_dir, "Model folder (config.json, model.safetensors, "
-                                           "tokenizer.model)")
-      ->required();
+                                           "tokenizer.model) or an installed model's name")
+      ->required()
+      ->transform(model_folder());
   cmd->add_option("--text", o->text, "Text files or folders, one document per line")->required();
   cmd->add_option("--out", o->out, "Output folder")->required();
   cmd->add_option("--n", o->n, "Tokens per sequence (at most the model's max_len)")

@@ -16,4 +16,5 @@ void add_embed(CLI::App& app);
 void add_spectrum(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_models(CLI::App& app);
 }  // namespace lf::cli

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   using namespace lf::cli;
   for (auto add :
        {add_init, add_forward, add_info, add_bench, add_tokenizer, add_pretrain, add_finetune,
-        add_evaluate, add_predict, add_embed, add_serve, add_spectrum, add_perplexity})
+        add_evaluate, add_predict, add_embed, add_serve, add_spectrum, add_perplexity,
+        add_models})
     add(app);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

@@ -25,9 +25,9 @@ namespace lfpy {
 
 namespace fs = std::filesystem;
 
-PyModel::PyModel(const std::string& dir, const std::string& precision, py::handle threads_obj,
+PyModel::PyModel(const std::string& name_or_path, const std::string& precision, py::handle threads_obj,
                  py::handle float_layers_obj)
-    : path(dir), threads(parse_threads(threads_obj)) {
+    : path(resolve_model_path(name_or_path)), threads(parse_threads(threads_obj)) {
   const lf::ComputeType ct = parse_precision(precision);
   std::vector<int64_t> float_layers;
   if (!float_layers_obj.is_none()) {
@@ -37,13 +37,13 @@ PyModel::PyModel(const std::string& dir, const std::string& precision, py::handl
       throw py::value_error("float_layers must be a list of layer indices (ints), or None");
     }
   }
-  require_path(dir, "model folder", true);
-  const fs::path weights = fs::path(dir) / "model.safetensors";
+  require_path(path, "model folder", true);
+  const fs::path weights = fs::path(path) / "model.safetensors";
   require_path(weights.string(), "model file", false);
   {
     py::gil_scoped_release nogil;
-    if (!lf::Tokenizer::files_in(dir).empty()) {
-      lf::ClassifierBundle b = lf::load_classifier(dir, false);
+    if (!lf::Tokenizer::files_in(path).empty()) {
+      lf::ClassifierBundle b = lf::load_classifier(path, false);
       model = std::move(b.model);
       tokenizer = std::shared_ptr<lf::Tokenizer>(std::move(b.tokenizer));
       labels = b.labels;
@@ -51,7 +51,7 @@ PyModel::PyModel(const std::string& dir, const std::string& precision, py::handl
     } else {
       lf::LoadOptions lo;
       lo.init_missing = true;  // then refused by forward() if an output needs what is missing
-      model = lf::load_model(dir, lo);
+      model = lf::load_model(path, lo);
       task.max_len = model->config().max_len;
     }
     const lf::SafeTensorsReader file(weights.string());
@@ -370,7 +370,8 @@ Model(path, precision="f32", threads=None, float_layers=None)
 
 path      a model folder: config.json and model.safetensors, plus tokenizer.model to
           take texts and labels.json for a classifier (what `linformer init`,
-          `pretrain` (RUN/model) and `finetune` (RUN/best, RUN/model) write).
+          `pretrain` (RUN/model) and `finetune` (RUN/best, RUN/model) write), or the
+          name of an installed model such as "linformer-mini" (linformer.models()).
 precision "f32" (default), "bf16" or "int8": the precision of the encoder's linear maps
           at inference. bf16: bf16 weights and inputs, f32 accumulation (about 1e-2
           relative difference, faster on CPUs with AVX512-BF16). int8: int8 weights with a

@@ -1,5 +1,6 @@
 // linformer._ext: the error translation, the shared conversions and the module itself.
 #include "module.h"
+#include "linformer/models.h"
 
 #include <omp.h>
 #include <pybind11/stl.h>
@@ -15,6 +16,14 @@ void require_path(const std::string& path, const char* what, bool folder) {
   if (!fs::exists(path, ec)) throw NotFound(std::string(what) + " " + path + " does not exist");
   if (folder && !fs::is_directory(path, ec))
     throw NotFound(std::string(what) + " " + path + " is not a folder");
+}
+
+std::string resolve_model_path(const std::string& name_or_path) {
+  try {
+    return lf::resolve_model(name_or_path);
+  } catch (const lf::Error& e) {
+    throw NotFound(e.what());
+  }
 }
 
 lf::ComputeType parse_precision(const std::string& s) {
@@ -129,6 +138,25 @@ PYBIND11_MODULE(_ext, m) {
       "The precisions this CPU runs, for Model(..., precision=...): always \"f32\"; \"bf16\"\n"
       "where oneDNN has a bf16 matmul (AVX-512); \"int8\" where it has an int8 matmul (AVX2\n"
       "and newer). Model refuses any other with RuntimeError.");
+  m.def(
+      "models",
+      [] {
+        py::list out;
+        for (const lf::InstalledModel& im : lf::installed_models()) {
+          py::dict d;
+          d["name"] = im.name;
+          d["path"] = im.path;
+          d["attention"] = im.attention;
+          d["max_len"] = im.max_len;
+          d["bytes"] = im.bytes;
+          d["card"] = im.has_card;
+          out.append(d);
+        }
+        return out;
+      },
+      "The installed models, whose names Model(...) accepts in place of a path: a list of\n"
+      "dicts (name, path, attention, max_len, bytes, card), in the order `linformer models`\n"
+      "prints them. LINFORMER_MODELS (':'-separated folders) is searched first.");
   register_model(m);
   register_tokenizer(m);
   register_training(m);

@@ -31,6 +31,10 @@ struct BadValue : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A model folder or an installed model's name (lf::resolve_model) -> the folder; NotFound
+// (listing the installed models) when it is neither.
+std::string resolve_model_path(const std::string& name_or_path);
+
 // Throws NotFound naming `what` unless `path` exists (a folder when `folder`).
 void require_path(const std::string& path, const char* what, bool folder);
 
