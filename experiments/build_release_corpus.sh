@@ -219,7 +219,11 @@ def gutenberg_paths():
     for root, dirs, files in os.walk(gut):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for f in files:
-            if f.endswith(".txt"):
+            # Files of 4 MiB or more are left out whatever the checkout: the fetch tool's
+            # snapshots drop them, and a corpus that depends on how the repository was
+            # brought here would break the exact resume of a pretraining run (its token
+            # cache and data order follow the corpus byte for byte).
+            if f.endswith(".txt") and os.path.getsize(os.path.join(root, f)) < 4 * 1024 * 1024:
                 paths.append(os.path.join(root, f))
     return sorted(paths)
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# The released models (docs/models.md): the ablation that chose linformer-mini's attention, the
+# corpus and tokenizer, the two pretrainings (linformer-mini and its standard twin
+# standard-mini), the conversion to linformer-mini-4k, the finetunings that measure parity, and
+# the release folders. Every stage is resumable: pretraining and finetuning stop after
+# TIME_LIMIT seconds with a checkpoint and continue exactly when the same command runs again;
+# finished runs are skipped.
+#
+#   experiments/release.sh STAGE [LINFORMER_BINARY]      (default build/linformer)
+#     ablation   short pretrainings (ABL_TOKENS) of Linformer variants and the standard model on
+#                the 10M-word corpus of experiments/build_corpus.sh, each finetuned on IMDB;
+#                ABL_MODELS picks some of them (two lanes can run side by side)
+#     corpus     experiments/build_release_corpus.sh into CORPUS, and the release tokenizer
+#     pretrain   MODELS (default "standard-mini linformer-mini") on TOKENS tokens each
+#     save       the newest checkpoint of each pretraining run, with what its resume needs
+#                (run arguments, config, tokenizer, metrics, log, the corpus's checksums), into
+#                STATE (experiments/release-state), to be committed: a machine that comes back
+#                without runs/ restores the runs from there and resumes them exactly
+#     archive    the runs' small result files into experiments/results/release
+# Environment: DATA (../shared/data), OUT (runs/release), CORPUS (runs/corpus-release),
+#   TIME_LIMIT (seconds per call; 0: none), TOKENS (300000000), ABL_TOKENS (3000000),
+#   PRECISION (f32; give bf16 on a CPU where bf16 products are faster: AMD Zen 4/5, AMX),
+#   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores).
+set -euo pipefail
+stage=${1:?usage: experiments/release.sh ablation|corpus|pretrain|save|archive [BINARY]}
+LF=${2:-build/linformer}
+DATA=${DATA:-../shared/data}
+OUT=${OUT:-runs/release}
+CORPUS=${CORPUS:-runs/corpus-release}
+TIME_LIMIT=${TIME_LIMIT:-0}
+TOKENS=${TOKENS:-300000000}
+ABL_TOKENS=${ABL_TOKENS:-3000000}
+PRECISION=${PRECISION:-f32}
+MODELS=${MODELS:-standard-mini linformer-mini}
+ABL_MODELS=${ABL_MODELS-standard lin-layerwise lin-headwise lin-kv lin-layerwise-pool}
+STATE=${STATE:-experiments/release-state}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+prec=()
+[[ $PRECISION == bf16 ]] && prec=(--bf16)
+mkdir -p "$OUT"
+
+# The released size: BERT-Mini (4 layers, d 256, 4 heads, d_ff 1024), n = 512.
+config() {  # NAME ATTENTION N K SHARING [PROJECTION]: a config file of the released size
+  local f=$OUT/configs/$1.json
+  mkdir -p "$OUT/configs"
+  printf '{"max_len": %s, "d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 4, "attention": "%s", "k": %s, "sharing": "%s", "projection": "%s", "dropout": 0.1, "attention_dropout": 0.1}\n' \
+    "$3" "$2" "$4" "$5" "${6:-linear}" > "$f"
+  echo "$f"
+}
+
+# finished RUN: the pretraining run reached its last step.
+finished() {
+  local run=$1 steps last
+  [[ -d "$run/model" && -f "$run/train_args.json" ]] || return 1
+  steps=$(grep -o '"steps": *[0-9]*' "$run/train_args.json" | grep -o '[0-9]*$')
+  last=$(ls "$run/checkpoints" | grep -o '^step-[0-9]*$' | sort | tail -n 1 | grep -o '[0-9]*$')
+  (( 10#${last:-0} >= steps ))
+}
+
+# pretrain RUN CORPUS_DIR TOKENIZER TOKENS BATCH ARGS...: one MLM pretraining at n = 512,
+# resumed if begun. Checkpoints every ~4M tokens, so a lost machine costs minutes, not hours.
+pretrain() {
+  local run=$1 corpus=$2 tok=$3 tokens=$4 batch=$5; shift 5
+  restore "$run" "$corpus"
+  if finished "$run"; then
+    echo "$(basename "$run"): done"
+  elif [[ -f "$run/train_args.json" ]]; then
+    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$run.log"
+  else
+    local steps=$(( (tokens + batch * 512 - 1) / (batch * 512) ))
+    local every=$(( steps / 40 > 50 ? steps / 40 : 50 ))
+    mkdir -p "$(dirname "$run")"
+    "$LF" pretrain --train "$corpus/train.txt" --valid "$corpus/valid.txt" --tokenizer "$tok" \
+      --cache-dir "$(dirname "$run")/cache" --out "$run" --seq-len 512 --batch-size "$batch" \
+      --steps "$steps" --lr 5e-4 --warmup-steps $((steps / 50)) --eval-every "$every" \
+      --eval-batches 40 --checkpoint-every $(( 4000000 / (batch * 512) )) --log-every 50 --seed 1 \
+      --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" 2>&1 | tee "$run.log"
+  fi
+  if finished "$run" && [[ ! -f "$run/perplexity.json" ]]; then
+    "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len 512 --seed 1 \
+      --quiet --json-out "$run/perplexity.json" >/dev/null
+  fi
+}
+
+# corpus_sums CORPUS: the checksums of the corpus a run reads (its data order follows them).
+corpus_sums() { (cd "$1" && sha256sum train.txt valid.txt); }
+
+# restore RUN CORPUS: a run saved in STATE and absent from RUN is copied back, after checking
+# that the corpus is byte for byte the one it was trained on.
+restore() {
+  local run=$1 corpus=$2 saved=$STATE/$(basename "$1")
+  [[ -f "$run/train_args.json" || ! -f "$saved/train_args.json" ]] && return 0
+  if ! diff <(corpus_sums "$corpus") "$saved/corpus.sha256" >/dev/null; then
+    echo "release.sh: $corpus differs from the corpus $saved was trained on" \
+      "($saved/corpus.sha256); rebuild it with experiments/build_release_corpus.sh" >&2
+    exit 1
+  fi
+  mkdir -p "$run/checkpoints"
+  cp "$saved"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$run/"
+  cp -r "$saved/checkpoints/$(cat "$saved/checkpoints/latest")" "$run/checkpoints/"
+  cp "$saved/checkpoints/latest" "$run/checkpoints/"
+  [[ -f "$saved/log" ]] && cp "$saved/log" "$run.log"
+  echo "release.sh: restored $run from $saved ($(cat "$saved/checkpoints/latest"))"
+}
+
+stage_save() {
+  local run name latest dest
+  for run in "$OUT"/pre/*/; do
+    run=${run%/}
+    name=$(basename "$run")
+    [[ -f "$run/checkpoints/latest" ]] || continue
+    latest=$(cat "$run/checkpoints/latest")
+    dest=$STATE/$name
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp/checkpoints"
+    cp "$run"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$dest.tmp/"
+    cp -r "$run/checkpoints/$latest" "$dest.tmp/checkpoints/"
+    echo "$latest" > "$dest.tmp/checkpoints/latest"
+    [[ -f "$run.log" ]] && cp "$run.log" "$dest.tmp/log"
+    corpus_sums "$CORPUS" > "$dest.tmp/corpus.sha256"
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    echo "saved $run ($latest) into $dest ($(du -sh "$dest" | cut -f1))"
+  done
+  [[ -f "$OUT/tokenizer.model" ]] && cp "$OUT/tokenizer.model" "$STATE/tokenizer.model"
+  return 0
+}
+
+# imdb NAME MODEL EPOCHS ARGS...: IMDB finetuning (n 512, head+tail) and its evaluation.
+imdb() {
+  local run=$1 model=$2 epochs=$3; shift 3
+  [[ -f "$run/eval.json" ]] && { echo "$(basename "$run"): done"; return 0; }
+  mkdir -p "$(dirname "$run")"
+  if [[ -f "$run/train_args.json" ]]; then
+    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$run.log" 2>&1
+  else
+    "$LF" finetune --out "$run" --init-from "$model" --train "$DATA/imdb/train.tsv" \
+      --dev "$DATA/imdb/val.tsv" --max-train "${IMDB_TRAIN:-5000}" --max-len 512 \
+      --truncate head+tail --epochs "$epochs" --batch-size 16 --lr 1e-4 --seed 1 \
+      --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" >"$run.log" 2>&1
+  fi
+  [[ -d "$run/model" ]] &&
+    "$LF" evaluate --model "$run/best" --data "$DATA/imdb/val.tsv" --json "$run/eval.json" >>"$run.log" 2>&1
+  return 0
+}
+
+stage_ablation() {
+  local a=$OUT/ablation
+  [[ -s "$a/corpus/train.txt" ]] || experiments/build_corpus.sh "$DATA" "$a/corpus"
+  [[ -s "$a/tokenizer.model" ]] ||
+    "$LF" tokenizer train --input "$a/corpus/train.txt" --out "$a/tokenizer.model" --vocab-size 8192
+  local m cfg
+  for m in $ABL_MODELS; do
+    case $m in
+      standard) cfg=$(config abl-standard standard 512 128 layerwise) ;;
+      lin-layerwise) cfg=$(config abl-lin-layerwise linformer 512 128 layerwise) ;;
+      lin-headwise) cfg=$(config abl-lin-headwise linformer 512 128 headwise) ;;
+      lin-kv) cfg=$(config abl-lin-kv linformer 512 128 kv) ;;
+      lin-layerwise-pool) cfg=$(config abl-lin-layerwise-pool linformer 512 128 layerwise mean_pool) ;;
+      lin-headwise-pool) cfg=$(config abl-lin-headwise-pool linformer 512 128 headwise mean_pool) ;;
+      lin-headwise-k256) cfg=$(config abl-lin-headwise-k256 linformer 512 256 headwise) ;;
+      *) echo "unknown ablation model $m" >&2; exit 2 ;;
+    esac
+    pretrain "$a/pre/$m" "$a/corpus" "$a/tokenizer.model" "$ABL_TOKENS" 8 --config "$cfg"
+    finished "$a/pre/$m" && imdb "$a/cls/imdb-$m" "$a/pre/$m/model" 2
+  done
+  return 0
+}
+
+stage_corpus() {
+  [[ -s "$CORPUS/train.txt" ]] || experiments/build_release_corpus.sh "$CORPUS"
+  # One SentencePiece unigram tokenizer for every released model, trained on the training part.
+  # The tokenizer saved with the runs (stage save) wins: a retrained one could differ.
+  [[ -s "$OUT/tokenizer.model" || ! -s "$STATE/tokenizer.model" ]] ||
+    cp "$STATE/tokenizer.model" "$OUT/tokenizer.model"
+  [[ -s "$OUT/tokenizer.model" ]] ||
+    "$LF" tokenizer train --input "$CORPUS/train.txt" --out "$OUT/tokenizer.model" \
+      --vocab-size 8192 --max-sentences 300000
+}
+
+stage_pretrain() {
+  local m
+  for m in $MODELS; do
+    case $m in
+      standard-mini)
+        pretrain "$OUT/pre/$m" "$CORPUS" "$OUT/tokenizer.model" "$TOKENS" 16 \
+          --config "$(config "$m" standard 512 128 layerwise)" ;;
+      linformer-mini)
+        pretrain "$OUT/pre/$m" "$CORPUS" "$OUT/tokenizer.model" "$TOKENS" 16 \
+          --config "$(config "$m" linformer 512 "${LIN_K:-128}" "${LIN_SHARING:-layerwise}" "${LIN_PROJECTION:-linear}")" ;;
+      *) echo "unknown model $m" >&2; exit 2 ;;
+    esac
+  done
+}
+
+stage_archive() {
+  local dest=${ARCHIVE:-experiments/results/release} f rel
+  mkdir -p "$dest"
+  for f in "$OUT"/ablation/corpus/recipe.tsv "$CORPUS"/recipe.tsv "$OUT"/configs/*.json \
+           "$OUT"/{,ablation/}{pre,cls}/*.log \
+           "$OUT"/{,ablation/}pre/*/{train_args.json,metrics.jsonl,perplexity.json} \
+           "$OUT"/{,ablation/}cls/*/{train_args.json,metrics.jsonl,eval.json}; do
+    [[ -f "$f" ]] || continue
+    case $f in "$CORPUS"/*) rel=corpus/${f#"$CORPUS"/} ;; *) rel=${f#"$OUT"/} ;; esac
+    mkdir -p "$dest/$(dirname "$rel")"
+    cp "$f" "$dest/$rel"
+  done
+  echo "archived $OUT into $dest"
+}
+
+case $stage in
+  ablation) stage_ablation ;;
+  corpus) stage_corpus ;;
+  pretrain) stage_corpus; stage_pretrain ;;
+  save) stage_save ;;
+  archive) stage_archive ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
