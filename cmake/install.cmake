@@ -17,6 +17,21 @@ set(LINFORMER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/linformer)
 install(TARGETS linformer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT bin)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/linformer/configs
         COMPONENT bin)
+# The released models (models/NAME/: config.json, model.safetensors, tokenizer, model card;
+# docs/models.md) go to share/linformer/models, where a bare --model NAME finds them; their
+# own package, linformer-models (architecture all), holds them.
+file(GLOB LINFORMER_RELEASED_MODELS LIST_DIRECTORIES true ${PROJECT_SOURCE_DIR}/models/*)
+list(FILTER LINFORMER_RELEASED_MODELS INCLUDE REGEX "/models/[^/]+$")
+set(LINFORMER_MODEL_DIRS)
+foreach(m ${LINFORMER_RELEASED_MODELS})
+  if(IS_DIRECTORY ${m} AND EXISTS ${m}/model.safetensors)
+    list(APPEND LINFORMER_MODEL_DIRS ${m})
+  endif()
+endforeach()
+if(LINFORMER_MODEL_DIRS)
+  install(DIRECTORY ${LINFORMER_MODEL_DIRS} DESTINATION ${CMAKE_INSTALL_DATADIR}/linformer/models
+          COMPONENT models)
+endif()
 install(TARGETS linformer_lib EXPORT linformerTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
@@ -43,6 +58,9 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_COMPONENTS_ALL bin dev)
 if(LINFORMER_PYTHON)
   list(APPEND CPACK_COMPONENTS_ALL python)
+endif()
+if(LINFORMER_MODEL_DIRS)
+  list(APPEND CPACK_COMPONENTS_ALL models)
 endif()
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -75,4 +93,13 @@ set(CPACK_DEBIAN_PYTHON_DESCRIPTION "Linformer encoders from Python (import linf
  The linformer engine as a Python module: load model folders, tokenize, run the
  encoder, embed and classify texts with numpy arrays in and out, and pretrain or
  finetune with the command's options as keyword arguments (docs/python.md).")
+# The released models: data only, for every architecture; the program finds them by name.
+set(CPACK_DEBIAN_MODELS_PACKAGE_NAME linformer-models)
+set(CPACK_DEBIAN_MODELS_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_MODELS_PACKAGE_RECOMMENDS "linformer")
+set(CPACK_DEBIAN_MODELS_DESCRIPTION "Pretrained Linformer models for the linformer program
+ linformer-mini (Linformer attention), standard-mini (its standard-attention twin) and the
+ long linformer-mini-4k, each a model folder with its tokenizer and model card (README.md),
+ installed in /usr/share/linformer/models: `linformer models` lists them and every command
+ accepts their names, e.g. --model linformer-mini (docs/models.md).")
 include(CPack)
