@@ -12,6 +12,10 @@
 #                ABL_MODELS picks some of them (two lanes can run side by side)
 #     corpus     experiments/build_release_corpus.sh into CORPUS, and the release tokenizer
 #     pretrain   MODELS (default "standard-mini linformer-mini") on TOKENS tokens each
+#     convert    linformer-mini-4k: standard-mini's folder made a Linformer of max_len 4096
+#                (init --from, positions copied), then CONVERT_TOKENS of pretraining at n 4096
+#     finetune   every finished model on SST-2 and IMDB (n 512; linformer-mini-4k on whole
+#                reviews), seeds SEEDS, one recipe for all; each scored with `evaluate`
 #     save       the newest checkpoint of each pretraining run, with what its resume needs
 #                (run arguments, config, tokenizer, metrics, log, the corpus's checksums), into
 #                STATE (experiments/release-state), to be committed: a machine that comes back
@@ -20,9 +24,10 @@
 # Environment: DATA (../shared/data), OUT (runs/release), CORPUS (runs/corpus-release),
 #   TIME_LIMIT (seconds per call; 0: none), TOKENS (300000000), ABL_TOKENS (3000000),
 #   PRECISION (f32; give bf16 on a CPU where bf16 products are faster: AMD Zen 4/5, AMX),
-#   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores).
+#   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores), CONVERT_TOKENS
+#   (30000000), CONVERT_K (256), SEEDS ("1 2 3"), EPOCHS (2).
 set -euo pipefail
-stage=${1:?usage: experiments/release.sh ablation|corpus|pretrain|save|archive [BINARY]}
+stage=${1:?usage: experiments/release.sh ablation|corpus|pretrain|convert|finetune|save|archive [BINARY]}
 LF=${2:-build/linformer}
 DATA=${DATA:-../shared/data}
 OUT=${OUT:-runs/release}
@@ -73,7 +78,7 @@ pretrain() {
     "$LF" pretrain --train "$corpus/train.txt" --valid "$corpus/valid.txt" --tokenizer "$tok" \
       --cache-dir "$(dirname "$run")/cache" --out "$run" --seq-len 512 --batch-size "$batch" \
       --steps "$steps" --lr 5e-4 --warmup-steps $((steps / 50)) --eval-every "$every" \
-      --eval-batches 40 --checkpoint-every $(( 4000000 / (batch * 512) )) --log-every 50 --seed 1 \
+      --eval-batches 40 --checkpoint-every $(( 4000000 / (batch * 512) < steps / 4 ? 4000000 / (batch * 512) : steps / 4 + 1 )) --log-every 50 --seed 1 \
       --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" 2>&1 | tee "$run.log"
   fi
   if finished "$run" && [[ ! -f "$run/perplexity.json" ]]; then
@@ -101,6 +106,80 @@ restore() {
   cp "$saved/checkpoints/latest" "$run/checkpoints/"
   [[ -f "$saved/log" ]] && cp "$saved/log" "$run.log"
   echo "release.sh: restored $run from $saved ($(cat "$saved/checkpoints/latest"))"
+}
+
+stage_convert() {
+  local std=$OUT/pre/standard-mini init=$OUT/pre/linformer-mini-4k-init
+  finished "$std" || { echo "convert: standard-mini is not pretrained yet" >&2; return 0; }
+  [[ -f "$init/model.safetensors" ]] ||
+    "$LF" init --from "$std/model" --set attention=linformer --set max_len=4096 \
+      --set k="${CONVERT_K:-256}" --set sharing=layerwise --set projection_init=mean_pool \
+      --out "$init"
+  local tokens=${CONVERT_TOKENS:-30000000} run=$OUT/pre/linformer-mini-4k
+  restore "$run" "$CORPUS"
+  if finished "$run"; then
+    echo "linformer-mini-4k: done"
+  elif [[ -f "$run/train_args.json" ]]; then
+    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$run.log"
+  else
+    local steps=$(( (tokens + 4 * 4096 - 1) / (4 * 4096) ))
+    "$LF" pretrain --init-from "$init" --train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" \
+      --cache-dir "$OUT/pre/cache-4k" --out "$run" --seq-len 4096 --batch-size 4 \
+      --steps "$steps" --lr 2e-4 --warmup-steps $((steps / 50)) --eval-every $((steps / 20)) \
+      --eval-batches 10 --checkpoint-every $(( 4000000 / (4 * 4096) )) --log-every 20 --seed 1 \
+      --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 | tee "$run.log"
+  fi
+  if finished "$run" && [[ ! -f "$run/perplexity.json" ]]; then
+    local n
+    for n in 512 1024 2048 4096; do  # the paper's claim: about the same perplexity for every n
+      "$LF" perplexity --model "$run/model" --text "$CORPUS/valid.txt" --seq-len "$n" --seed 1 \
+        --quiet --json-out "$run/perplexity-n$n.json" >/dev/null
+    done
+    cp "$run/perplexity-n4096.json" "$run/perplexity.json"
+  fi
+}
+
+# One finetuning recipe for every released model: AdamW lr 1e-4 (6% warm-up, linear decay),
+# EPOCHS epochs, the first token's head, dropout as pretrained; SST-2 at 64 tokens, batch 32;
+# IMDB (all 20,000 training reviews) head+tail to 512 tokens, batch 16, or whole reviews up to
+# 4096 tokens for linformer-mini-4k (batch 4 x 4). Scored on SST-2 dev / IMDB val.
+stage_finetune() {
+  local m seed run epochs=${EPOCHS:-2}
+  for m in standard-mini linformer-mini linformer-mini-4k; do
+    finished "$OUT/pre/$m" || { echo "finetune: $m is not pretrained yet"; continue; }
+    for seed in ${SEEDS:-1 2 3}; do
+      run=$OUT/cls/sst2-$m-s$seed
+      cls "$run" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
+        --train "$DATA/sst2/train.tsv" --max-len 64 --batch-size 32 --epochs "$epochs" \
+        --lr 1e-4 --seed "$seed"
+      run=$OUT/cls/imdb-$m-s$seed
+      if [[ $m == *-4k ]]; then
+        cls "$run" "$DATA/imdb/val.tsv" --init-from "$OUT/pre/$m/model" \
+          --train "$DATA/imdb/train.tsv" --max-len 4096 --truncate head+tail --batch-size 4 \
+          --grad-accum 4 --epochs "$epochs" --lr 1e-4 --seed "$seed"
+      else
+        cls "$run" "$DATA/imdb/val.tsv" --init-from "$OUT/pre/$m/model" \
+          --train "$DATA/imdb/train.tsv" --max-len 512 --truncate head+tail --batch-size 16 \
+          --epochs "$epochs" --lr 1e-4 --seed "$seed"
+      fi
+    done
+  done
+}
+
+# cls RUN DEV ARGS...: a finetuning run (resumed if begun), then `evaluate` on DEV.
+cls() {
+  local run=$1 dev=$2; shift 2
+  [[ -f "$run/eval.json" ]] && { echo "$(basename "$run"): done"; return 0; }
+  mkdir -p "$(dirname "$run")"
+  if [[ -f "$run/train_args.json" ]]; then
+    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$run.log" 2>&1
+  else
+    "$LF" finetune --out "$run" --dev "$dev" --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" \
+      >"$run.log" 2>&1
+  fi
+  [[ -d "$run/model" ]] &&
+    "$LF" evaluate --model "$run/best" --data "$dev" --json "$run/eval.json" >>"$run.log" 2>&1
+  return 0
 }
 
 stage_save() {
@@ -211,6 +290,8 @@ case $stage in
   ablation) stage_ablation ;;
   corpus) stage_corpus ;;
   pretrain) stage_corpus; stage_pretrain ;;
+  convert) stage_corpus; stage_convert ;;
+  finetune) stage_finetune ;;
   save) stage_save ;;
   archive) stage_archive ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
