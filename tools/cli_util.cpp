@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -146,9 +147,28 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        true);
 }
 
+CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help) {
+  return cmd
+      ->add_option("--model", *dir,
+                   help +
+                       "; or a run folder of `linformer finetune` or `pretrain` (its best/ "
+                       "model, else its last, model/)")
+      ->required()
+      ->transform(
+          [](std::string d) {
+            std::string chosen;
+            const std::string model = resolve_model_folder(d, &chosen);
+            if (!chosen.empty())
+              std::fprintf(stderr, "linformer: --model %s is a run folder: using its %s, %s\n",
+                           d.c_str(), chosen.c_str(), model.c_str());
+            return model;
+          },
+          "", "");
+}
+
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help) {
-  cmd->add_option("--model", o->model, model_help)->required();
+  add_model_option(cmd, &o->model, model_help);
   cmd->add_option("--bad-rows", o->bad_rows,
                   "stop at the first bad row, or skip it (reported on stderr)")
       ->check(CLI::IsMember({"stop", "skip"}))

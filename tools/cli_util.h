@@ -57,6 +57,11 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
 // Sets the model's inference precision and the layers kept in f32.
 void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers);
 
+// --model (required) into *dir: a model folder, or the run folder of `linformer finetune` or
+// `pretrain`, which stands for its best model (RUN/best), else its last (RUN/model); the
+// choice is printed on stderr. Every command taking --model adds it here.
+CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help);
+
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 
 struct ModelRunOptions {
@@ -66,8 +71,8 @@ struct ModelRunOptions {
   std::vector<int64_t> float_layers;  // --float-layers
   BadRows policy() const { return bad_rows == "skip" ? BadRows::skip : BadRows::stop; }
 };
-// --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say what the
-// folder holds, what --max-len defaults to and what a batch holds.
+// --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say
+// what the folder holds, what --max-len defaults to and what a batch holds.
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help);
 // The model folder (labels.json required when need_labels) in --precision, and in

@@ -2,6 +2,7 @@
 #include <memory>
 #include <set>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "linformer/checkpoint.h"
 #include "linformer/model.h"
@@ -17,8 +18,7 @@ void add_info(CLI::App& app) {
       "model does not use. Fails with the reason when the folder does not load\n"
       "(docs/checkpoint.md).");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("--model", *dir, "Model folder (config.json + model.safetensors)")
-      ->required()
+  add_model_option(cmd, dir.get(), "Model folder (config.json + model.safetensors)")
       ->check(CLI::ExistingDirectory);
   cmd->callback([dir] {
     LoadOptions lo;
