@@ -33,8 +33,14 @@ for a in "$@"; do case "$a" in
   # PyTorch for the reference checks of the tests (never used at run time); headless chromium,
   # its driver and Selenium for the test of the server's page in a real browser; numpy and
   # pytest for the Python module's tests (tests/python).
+  # nodejs and npm: the client libraries people point at a TEI server drive `linformer serve`
+  # in its tests (tests/serve/test_clients.py); their versions are pinned in
+  # tests/clients/package-lock.json and installed below with `npm ci` (Debian's nodejs and npm
+  # only where no node or npm is on PATH).
   --test) pkgs+=(python3 python3-torch python3-numpy chromium chromium-driver python3-selenium
-                 python3-pytest) ;;
+                 python3-pytest)
+          command -v node >/dev/null || pkgs+=(nodejs)
+          command -v npm >/dev/null || pkgs+=(npm) ;;
   # The demo's corpus, the King James Bible, comes from Debian's bible-kjv (scripts/get_corpus.sh).
   --demo) pkgs+=(bible-kjv) ;;
   # PyTorch for the peer comparison, with OpenBLAS's OpenMP and pthread builds (Debian's
@@ -60,11 +66,25 @@ if [[ " $* " == *" --test "* ]] && ! getent hosts localhost >/dev/null; then
   printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' |
     if [[ $(id -u) -eq 0 ]]; then tee -a /etc/hosts; else sudo tee -a /etc/hosts; fi >/dev/null
 fi
+# The npm packages of the client tests, exactly as tests/clients/package-lock.json pins them
+# (once the lock file changes, or when node_modules is missing).
+npm_clients() {
+  [[ " $* " == *" --test "* ]] || return 0
+  local dir lock stamp
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/clients"
+  lock="$dir/package-lock.json" stamp="$dir/node_modules/.package-lock.json"
+  [[ -f "$stamp" && ! "$lock" -nt "$stamp" ]] && return 0
+  echo "setup: npm ci in tests/clients (the client libraries of the serve tests)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-((${#missing[@]})) || exit 0
+if ((${#missing[@]} == 0)); then
+  npm_clients "$@"
+  exit 0
+fi
 SUDO=()
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || {
@@ -83,5 +103,6 @@ if ! { "${SUDO[@]}" apt-get update -q &&
   echo "setup: apt-get failed (full log: $log)" >&2
   exit 1
 fi
-echo "setup: done"
 rm -f "$log"
+npm_clients "$@"
+echo "setup: done"

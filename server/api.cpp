@@ -241,6 +241,73 @@ TokenizeRequest parse_tokenize(const std::string& body, const ParseLimits& lim) 
   return r;
 }
 
+EmbedAllRequest parse_embed_all(const std::string& body, const ParseLimits& lim) {
+  const json j = parse_object(body);
+  EmbedAllRequest r;
+  for (std::string& t : texts_of(j, "inputs", lim, &r.batched)) r.inputs.push_back({t, "", false});
+  r.batched = true;  // TEI answers a list (per input) of lists (per token) either way
+  read_truncation(j, lim, &r);
+  return r;
+}
+
+RerankRequest parse_rerank(const std::string& body, const ParseLimits& lim) {
+  const json j = parse_object(body);
+  RerankRequest r;
+  auto q = j.find("query");
+  if (q == j.end()) invalid("missing field \"query\"");
+  r.query = text_of(*q, "\"query\"");
+  auto t = j.find("texts");
+  if (t == j.end()) invalid("missing field \"texts\"");
+  if (!t->is_array())
+    invalid(std::string("\"texts\" must be a list of strings, got ") + type_of(*t));
+  r.texts = texts_of(j, "texts", lim, &r.batched);
+  for (const std::string& text : r.texts) r.inputs.push_back({r.query, text, true});
+  read_truncation(j, lim, &r);
+  r.raw_scores = flag(j, "raw_scores", false);
+  r.return_text = flag(j, "return_text", false);
+  return r;
+}
+
+DecodeRequest parse_decode(const std::string& body, const ParseLimits& lim, int64_t vocab_size) {
+  const json j = parse_object(body);
+  DecodeRequest r;
+  auto it = j.find("ids");
+  if (it == j.end()) invalid("missing field \"ids\"");
+  const json& v = *it;
+  if (!v.is_array())
+    invalid(std::string("\"ids\" must be a list of token ids or a list of such lists, got ") +
+            type_of(v));
+  auto one = [&](const json& a, const std::string& where) {
+    if (!a.is_array()) invalid(where + " must be a list of token ids, got " + type_of(a));
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const json& x = a[i];
+      const std::string w = where + "[" + std::to_string(i) + "]";
+      if (!x.is_number_integer())
+        invalid(w + " must be a token id (an integer), got " +
+                (x.is_number() ? x.dump() : type_of(x)));
+      const bool neg = x.is_number_integer() && !x.is_number_unsigned() && x.get<int64_t>() < 0;
+      if (neg || (x.is_number_unsigned() ? x.get<uint64_t>() >= static_cast<uint64_t>(vocab_size)
+                                         : x.get<int64_t>() >= vocab_size))
+        invalid(w + " is " + x.dump() + ", not a token id of this model's tokenizer (0 to " +
+                std::to_string(vocab_size - 1) + ")");
+      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    return ids;
+  };
+  if (v.empty() || !v[0].is_array()) {  // one sequence (an empty one decodes to "")
+    if (static_cast<int64_t>(v.size()) > (int64_t{1} << 20))
+      invalid("\"ids\" holds " + std::to_string(v.size()) + " ids; at most 1048576");
+    r.ids.push_back(one(v, "\"ids\""));
+  } else {
+    check_count(v.size(), lim, "ids");
+    for (size_t i = 0; i < v.size(); ++i)
+      r.ids.push_back(one(v[i], "\"ids\"[" + std::to_string(i) + "]"));
+  }
+  r.skip_special_tokens = flag(j, "skip_special_tokens", true);
+  return r;
+}
+
 std::string error_body(const ApiError& e) {
   // The message may quote the request (JSON parse errors do): invalid UTF-8 becomes U+FFFD.
   return json{{"error", e.what()}, {"error_type", e.type}}.dump(-1, ' ', false,

@@ -83,6 +83,28 @@ struct TokenizeRequest {
 };
 TokenizeRequest parse_tokenize(const std::string& body, const ParseLimits& lim);
 
+// POST /embed_all {"inputs": str | [str], "truncate", "truncation_direction"}: every token's
+// final hidden state, special tokens included.
+struct EmbedAllRequest : RunRequest {};
+EmbedAllRequest parse_embed_all(const std::string& body, const ParseLimits& lim);
+
+// POST /rerank {"query": str, "texts": [str], "truncate": false, "truncation_direction",
+//               "raw_scores": false, "return_text": false}: one pair (query, text) per text.
+struct RerankRequest : RunRequest {
+  std::string query;
+  std::vector<std::string> texts;
+  bool raw_scores = false;
+  bool return_text = false;
+};
+RerankRequest parse_rerank(const std::string& body, const ParseLimits& lim);
+
+// POST /decode {"ids": [int] | [[int]], "skip_special_tokens": true}: ids in [0, vocab_size).
+struct DecodeRequest {
+  std::vector<std::vector<int32_t>> ids;
+  bool skip_special_tokens = true;
+};
+DecodeRequest parse_decode(const std::string& body, const ParseLimits& lim, int64_t vocab_size);
+
 // The JSON body of an error: {"error": message, "error_type": type}.
 std::string error_body(const ApiError& e);
 

@@ -206,6 +206,11 @@ void Batcher::compute(const std::vector<Item>& batch) {
         job.width = C;
         if (job.out.empty()) job.out.assign(job.seqs.size() * C, 0.f);
         std::memcpy(job.out.data() + i * C, logits.data() + b * C, C * sizeof(float));
+      } else if (job.kind == Job::Kind::embed_all) {
+        job.width = D;
+        if (job.token_out.empty()) job.token_out.resize(job.seqs.size());
+        const int64_t len = static_cast<int64_t>(job.seqs[i].size());
+        job.token_out[i].assign(h + b * N * D, h + b * N * D + len * D);
       } else {
         job.width = D;
         if (job.out.empty()) job.out.assign(job.seqs.size() * D, 0.f);

@@ -34,14 +34,16 @@ int64_t padded_length(int64_t L, int64_t max_len);
 
 // One request's sequences and, once run, their results.
 struct Job {
-  enum class Kind { embed, classify };
+  enum class Kind { embed, classify, embed_all };
   Kind kind = Kind::embed;
   Pooling pooling = Pooling::cls;
   std::vector<std::vector<int32_t>> seqs;  // with special tokens, each <= the model's max_len
   Clock::time_point queued;
 
-  // Filled by the worker: [n, width] pooled vectors (embed) or logits (classify).
+  // Filled by the worker: [n, width] pooled vectors (embed) or logits (classify); for
+  // embed_all, token_out[i] is sequence i's [len_i, width] final hidden states.
   std::vector<float> out;
+  std::vector<std::vector<float>> token_out;
   int64_t width = 0;
   double queue_seconds = 0;    // from queued to the start of its first batch
   double compute_seconds = 0;  // the batches it took part in

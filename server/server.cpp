@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -69,11 +71,15 @@ class Server {
   ParseLimits limits_;
   std::string info_;                       // GET /info, built once the model has loaded
   std::vector<std::string> model_routes_;  // the routes model_route() registered
+  std::string root_route_;                 // what POST / does: embed, predict or rerank
+  int64_t rerank_class_ = -1;              // the class whose probability /rerank scores
   std::mutex log_mu_;
 
   void routes();
   void log(const httplib::Request& req, const httplib::Response& res);
-  void on_ready();
+  // Fills the limits and /info once the model has loaded; an error message when the options
+  // do not fit the model (then the server stops).
+  std::string on_ready();
   bool authorized(const httplib::Request& req) const;
   // Wraps a model route: admission (429), health (503), errors as JSON, metrics and timings.
   void model_route(
@@ -89,7 +95,12 @@ class Server {
   void embed(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
   void openai_embed(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
   void predict(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
+  void rerank(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
+  void embed_all(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
+  // POST / and POST /invocations: the model's own route (root_route_).
+  void root(const httplib::Request& req, httplib::Response& res, Clock::time_point t0);
   void tokenize_route(const httplib::Request& req, httplib::Response& res);
+  void decode_route(const httplib::Request& req, httplib::Response& res);
   void set_timing_headers(httplib::Response& res, const Job& job, int64_t tokens, double tok_ms,
                           Clock::time_point t0);
 };
@@ -155,7 +166,7 @@ bool Server::authorized(const httplib::Request& req) const {
   return diff == 0;
 }
 
-void Server::on_ready() {
+std::string Server::on_ready() {
   const ClassifierBundle& cb = batcher_.bundle();
   const Config& cfg = cb.model->config();
   max_input_ =
@@ -168,6 +179,26 @@ void Server::on_ready() {
                             : cb.has_labels() && cfg.classifier_pooling == ClassifierPooling::mean
                                 ? Pooling::mean
                                 : Pooling::cls;
+  const bool pairs = cb.has_labels() && cb.task.pairs;
+  if (pairs) rerank_class_ = relevant_class(cb.labels.names, o_.rerank_label);
+  if (!o_.rerank_label.empty()) {
+    if (!pairs)
+      return "--rerank-label: " + o_.model +
+             " is not a pair classifier (finetuned on sentence pairs); /rerank needs one";
+    if (rerank_class_ < 0) {
+      std::string names;
+      for (const std::string& n : cb.labels.names) names += (names.empty() ? "" : ", ") + n;
+      return "--rerank-label " + o_.rerank_label + ": the classifier has no such label (" + names +
+             ")";
+    }
+  }
+  root_route_ = o_.root_route == "auto" ? (cb.has_labels() ? "predict" : "embed") : o_.root_route;
+  if (root_route_ == "predict" && !cb.has_labels())
+    return "--root-route predict: " + o_.model + " is not a classifier (no labels.json)";
+  if (root_route_ == "rerank" && (!pairs || rerank_class_ < 0))
+    return "--root-route rerank: " + o_.model +
+           (pairs ? " has no class that means relevant: name it with --rerank-label"
+                  : " is not a pair classifier (finetuned on sentence pairs)");
   json model_type;
   if (cb.has_labels()) {
     json id2label = json::object(), label2id = json::object();
@@ -201,9 +232,14 @@ void Server::on_ready() {
       {"batch_invariant", batcher_.batch_invariant()},
       {"tokenization_workers", nullptr},
       {"version", LINFORMER_VERSION},
+      // What POST / and POST /invocations answer as.
+      {"root_route", "/" + root_route_},
+      // The class whose probability /rerank gives as the score (null: /rerank answers 424).
+      {"rerank_label", rerank_class_ >= 0 ? json(cb.labels.names[rerank_class_]) : json()},
   };
   info_ = info.dump();
   ready_ = true;
+  return "";
 }
 
 Tokenized Server::tokenize(const RunRequest& r) const {
@@ -328,11 +364,24 @@ void Server::openai_embed(const httplib::Request& req, httplib::Response& res,
                   "application/json");
 }
 
+// A classifier's scores from its logits l[C]: the softmax in double, as `linformer predict`
+// computes it, or the logits themselves (raw).
+std::vector<float> class_scores(const float* l, int64_t C, bool raw) {
+  std::vector<float> score(l, l + C);
+  if (raw) return score;
+  const float mx = *std::max_element(l, l + C);
+  double sum = 0;
+  for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(l[c] - mx));
+  for (int64_t c = 0; c < C; ++c)
+    score[c] = static_cast<float>(std::exp(static_cast<double>(l[c] - mx)) / sum);
+  return score;
+}
+
 void Server::predict(const httplib::Request& req, httplib::Response& res, Clock::time_point t0) {
   const ClassifierBundle& cb = batcher_.bundle();
-  if (!cb.has_labels())
-    throw ApiError(400, "validation",
-                   "this model is not a classifier (its folder has no labels.json): use /embed, "
+  if (!cb.has_labels())  // TEI: 424 for a route the model cannot serve
+    throw ApiError(424, "backend",
+                   "model is not a classifier model (its folder has no labels.json): use /embed, "
                    "or serve a folder written by `linformer finetune`");
   const PredictRequest r = parse_predict(req.body, limits_);
   Tokenized t;
@@ -341,15 +390,7 @@ void Server::predict(const httplib::Request& req, httplib::Response& res, Clock:
   const int64_t C = job->width;
   json all = json::array();
   for (size_t i = 0; i < job->seqs.size(); ++i) {
-    const float* l = job->out.data() + i * C;
-    std::vector<float> score(l, l + C);
-    if (!r.raw_scores) {  // softmax in double, as `linformer predict`
-      const float mx = *std::max_element(l, l + C);
-      double sum = 0;
-      for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(l[c] - mx));
-      for (int64_t c = 0; c < C; ++c)
-        score[c] = static_cast<float>(std::exp(static_cast<double>(l[c] - mx)) / sum);
-    }
+    const std::vector<float> score = class_scores(job->out.data() + i * C, C, r.raw_scores);
     std::vector<int64_t> order(C);
     for (int64_t c = 0; c < C; ++c) order[c] = c;
     std::stable_sort(order.begin(), order.end(),
@@ -360,6 +401,102 @@ void Server::predict(const httplib::Request& req, httplib::Response& res, Clock:
   }
   set_timing_headers(res, *job, t.tokens, tok_ms, t0);
   res.set_content((r.batched ? all : all[0]).dump(), "application/json");
+}
+
+void Server::rerank(const httplib::Request& req, httplib::Response& res, Clock::time_point t0) {
+  const ClassifierBundle& cb = batcher_.bundle();
+  if (!limits_.model_pairs)  // TEI: 424 for a route the model cannot serve
+    throw ApiError(424, "backend",
+                   cb.has_labels()
+                       ? "model is not a re-ranker model: this classifier takes single texts; "
+                         "/rerank needs a classifier finetuned on pairs (query, passage)"
+                       : "model is not a re-ranker model: it is not a classifier (no "
+                         "labels.json); /rerank needs a classifier finetuned on pairs");
+  if (rerank_class_ < 0)
+    throw ApiError(424, "backend",
+                   "model is not a re-ranker model: none of its labels means relevant; start the "
+                   "server with --rerank-label NAME");
+  const RerankRequest r = parse_rerank(req.body, limits_);
+  Tokenized t;
+  double tok_ms = 0;
+  const auto job = run_inputs(req, r, Job::Kind::classify, Pooling::cls, t0, &t, &tok_ms);
+  const int64_t C = job->width, n = static_cast<int64_t>(r.texts.size());
+  std::vector<float> score(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* l = job->out.data() + i * C;
+    if (C == 1)  // one output: its sigmoid, as TEI's rerankers
+      score[i] = r.raw_scores ? l[0] : static_cast<float>(1 / (1 + std::exp(-double{l[0]})));
+    else
+      score[i] = class_scores(l, C, r.raw_scores)[rerank_class_];
+  }
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return score[x] > score[y]; });
+  json all = json::array();
+  for (int64_t i : order) {
+    json one{{"index", i}, {"score", score[i]}};
+    if (r.return_text) one["text"] = r.texts[i];
+    all.push_back(one);
+  }
+  set_timing_headers(res, *job, t.tokens, tok_ms, t0);
+  res.set_content(all.dump(), "application/json");
+}
+
+void Server::embed_all(const httplib::Request& req, httplib::Response& res, Clock::time_point t0) {
+  const EmbedAllRequest r = parse_embed_all(req.body, limits_);
+  Tokenized t;
+  double tok_ms = 0;
+  const auto job = run_inputs(req, r, Job::Kind::embed_all, Pooling::cls, t0, &t, &tok_ms);
+  const int64_t D = job->width;
+  std::string body = "[";
+  for (size_t i = 0; i < job->token_out.size(); ++i) {
+    const std::vector<float>& h = job->token_out[i];
+    if (i) body += ',';
+    body += '[';
+    for (int64_t k = 0; k * D < static_cast<int64_t>(h.size()); ++k) {
+      if (k) body += ',';
+      append_floats(&body, h.data() + k * D, D);
+    }
+    body += ']';
+  }
+  body += ']';
+  set_timing_headers(res, *job, t.tokens, tok_ms, t0);
+  res.set_content(body, "application/json");
+}
+
+void Server::root(const httplib::Request& req, httplib::Response& res, Clock::time_point t0) {
+  if (root_route_ == "predict") return predict(req, res, t0);
+  if (root_route_ == "rerank") return rerank(req, res, t0);
+  embed(req, res, t0);
+}
+
+void Server::decode_route(const httplib::Request& req, httplib::Response& res) {
+  const Tokenizer& tok = *batcher_.bundle().tokenizer;
+  const DecodeRequest r = parse_decode(req.body, limits_, tok.vocab_size());
+  json all = json::array();
+  for (const std::vector<int32_t>& ids : r.ids) {
+    if (r.skip_special_tokens) {
+      all.push_back(tok.decode(ids));
+      continue;
+    }
+    // Special tokens kept as their text (<s>, </s>, ...), the runs between them decoded.
+    std::string text;
+    std::vector<int32_t> run;
+    for (int32_t id : ids) {
+      if (!tok.is_special(id)) {
+        run.push_back(id);
+        continue;
+      }
+      text += tok.decode(run);
+      run.clear();
+      text += tok.piece(id);
+    }
+    text += tok.decode(run);
+    all.push_back(text);
+  }
+  res.set_header("x-compute-inputs", std::to_string(r.ids.size()));
+  res.set_content(all.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void Server::tokenize_route(const httplib::Request& req, httplib::Response& res) {
@@ -428,8 +565,8 @@ void Server::routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // Open to all: the health check (load balancers), the page (it asks for the key) and
     // the API description.
-    const bool open = req.method == "GET" &&
-                      (req.path == "/health" || req.path == "/" || req.path == "/openapi.json");
+    const bool open = req.method == "GET" && (req.path == "/health" || req.path == "/ping" ||
+                                              req.path == "/" || req.path == "/openapi.json");
     if (open || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     send_error(res, ApiError(401, "unauthorized",
@@ -441,14 +578,24 @@ void Server::routes() {
   model_route("/v1/embeddings", [this](auto& q, auto& s, auto t) { openai_embed(q, s, t); });
   model_route("/predict", [this](auto& q, auto& s, auto t) { predict(q, s, t); });
   model_route("/tokenize", [this](auto& q, auto& s, auto) { tokenize_route(q, s); });
-  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  // TEI's other routes: OpenAI's without /v1, every token's vector, ids back to text,
+  // reranking, and POST / and POST /invocations (SageMaker) as the model's own route.
+  model_route("/embeddings", [this](auto& q, auto& s, auto t) { openai_embed(q, s, t); });
+  model_route("/embed_all", [this](auto& q, auto& s, auto t) { embed_all(q, s, t); });
+  model_route("/decode", [this](auto& q, auto& s, auto) { decode_route(q, s); });
+  model_route("/rerank", [this](auto& q, auto& s, auto t) { rerank(q, s, t); });
+  model_route("/", [this](auto& q, auto& s, auto t) { root(q, s, t); });
+  model_route("/invocations", [this](auto& q, auto& s, auto t) { root(q, s, t); });
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
     if (ready_ && !draining_)
       res.set_content("{\"status\":\"ok\"}", "application/json");
     else
       send_error(res, ApiError(503, "unhealthy",
                                draining_ ? "the server is shutting down"
                                          : "the model is loading and warming up"));
-  });
+  };
+  http_.Get("/health", health);
+  http_.Get("/ping", health);  // SageMaker's health check
   http_.Get("/info", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return send_error(res, ApiError(503, "unhealthy", "the model is still loading"));
     res.set_content(info_, "application/json");
@@ -511,6 +658,12 @@ int Server::run() {
   http_.set_payload_max_length(static_cast<size_t>(o_.payload_limit));
   http_.set_keep_alive_max_count(1000000);  // a client may keep its connection
   http_.set_keep_alive_timeout(5);
+  // No Nagle: httplib writes a response's headers and body in two writes, and with Nagle's
+  // algorithm the second waits for the client's delayed ACK of the first (~40 ms on Linux),
+  // which capped a keep-alive client at ~20 requests/s. Set on the listening socket (through
+  // the setter: the macro CPPHTTPLIB_TCP_NODELAY is compiled into Debian's .so); Linux gives
+  // accepted sockets the listening socket's TCP_NODELAY.
+  http_.set_tcp_nodelay(true);
   const size_t max_threads = static_cast<size_t>(o_.max_concurrent_requests) + 16;
   http_.new_task_queue = [max_threads] { return new ElasticPool(max_threads); };
   int port = o_.port;
@@ -551,9 +704,17 @@ int Server::run() {
   const Clock::time_point t_load = Clock::now();
   batcher_.start(
       [&] {
-        on_ready();
-        std::fprintf(stderr, "linformer serve: model loaded and warmed up in %.1f s; ready\n",
-                     ms_since(t_load) / 1e3);
+        const std::string error = on_ready();
+        if (!error.empty()) {
+          std::fprintf(stderr, "linformer: error: serve: %s\n", error.c_str());
+          failed = true;
+          pthread_kill(signals.native_handle(), SIGTERM);
+          return;
+        }
+        std::fprintf(stderr,
+                     "linformer serve: model loaded and warmed up in %.1f s; ready (POST / "
+                     "answers as /%s)\n",
+                     ms_since(t_load) / 1e3, root_route_.c_str());
       },
       [&](const std::string& msg) {
         std::fprintf(stderr, "linformer: error: serve: %s\n", msg.c_str());
@@ -569,6 +730,26 @@ int Server::run() {
 }
 
 }  // namespace
+
+int64_t relevant_class(const std::vector<std::string>& labels, const std::string& wanted) {
+  const int64_t C = static_cast<int64_t>(labels.size());
+  auto lower = [](std::string x) {
+    for (char& c : x) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return x;
+  };
+  if (!wanted.empty()) {
+    for (int64_t c = 0; c < C; ++c)
+      if (labels[c] == wanted) return c;
+    return -1;
+  }
+  for (const char* name : {"entailment", "relevant", "related", "duplicate", "paraphrase",
+                           "equivalent", "yes", "true", "positive", "1"})
+    for (int64_t c = 0; c < C; ++c)
+      if (lower(labels[c]) == name) return c;
+  if (C == 2) return 1;
+  if (C == 1) return 0;
+  return -1;
+}
 
 int run_server(const ServeOptions& o) {
   Server s(o);

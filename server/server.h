@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "linformer/compute_type.h"
 
@@ -27,7 +28,18 @@ struct ServeOptions {
   std::string api_key;
   std::string log_format = "text";
   std::string model_id;  // the name /info and /v1/embeddings report (default: the folder)
+  // What POST / and POST /invocations do: "auto" (predict for a classifier, embed otherwise),
+  // "embed", "predict" or "rerank" (a pair classifier only).
+  std::string root_route = "auto";
+  // The class whose probability is /rerank's score ("": the rule of relevant_class()).
+  std::string rerank_label;
 };
+
+// The class of a pair classifier that means "relevant" for /rerank, by name: `wanted` if not
+// empty (-1 when no label has that name), else the first label named (case aside)
+// entailment, relevant, related, duplicate, paraphrase, equivalent, yes, true, positive or 1,
+// else class 1 of a two-class classifier, else class 0 of a one-output one, else -1.
+int64_t relevant_class(const std::vector<std::string>& labels, const std::string& wanted);
 
 // Runs until SIGTERM or SIGINT, then stops accepting, answers what is in flight and returns
 // 0. Prints "listening on http://HOST:PORT" once the port is bound (before the model has

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <string>
 
+#include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -152,7 +153,13 @@ CLI::Validator model_folder() {
   return CLI::Validator(
       [](std::string& s) {
         try {
-          s = resolve_model(s);
+          const std::string named = resolve_model(s);
+          std::string chosen;
+          const std::string model = resolve_model_folder(named, &chosen);
+          if (!chosen.empty())
+            std::fprintf(stderr, "linformer: %s is a run folder: using its %s, %s\n",
+                         s.c_str(), chosen.c_str(), model.c_str());
+          s = model;
         } catch (const Error& e) {
           return std::string(e.what());
         }
@@ -161,9 +168,20 @@ CLI::Validator model_folder() {
       "", "MODEL");
 }
 
+CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help) {
+  return cmd
+      ->add_option("--model", *dir,
+                   help +
+                       "; or an installed model's name (`linformer models`), or a run folder "
+                       "of `linformer finetune` or `pretrain` (its best/ model, else its last, "
+                       "model/)")
+      ->required()
+      ->transform(model_folder());
+}
+
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help) {
-  cmd->add_option("--model", o->model, model_help)->required()->transform(model_folder());
+  add_model_option(cmd, &o->model, model_help);
   cmd->add_option("--bad-rows", o->bad_rows,
                   "stop at the first bad row, or skip it (reported on stderr)")
       ->check(CLI::IsMember({"stop", "skip"}))

@@ -58,9 +58,15 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
 void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers);
 
 // A --model-like option's transform: an installed model's bare name (`linformer models`)
-// becomes its folder; a path stays as it is (lf::resolve_model). The error lists the
+// becomes its folder (lf::resolve_model), and a run folder of `linformer finetune` or
+// `pretrain` its best model (RUN/best), else its last (RUN/model), the choice printed on
+// stderr (lf::resolve_model_folder); another path stays as it is. The error lists the
 // installed models.
 CLI::Validator model_folder();
+
+// --model (required) into *dir, with model_folder()'s transform. Every command taking --model
+// adds it here.
+CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help);
 
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 
@@ -71,8 +77,8 @@ struct ModelRunOptions {
   std::vector<int64_t> float_layers;  // --float-layers
   BadRows policy() const { return bad_rows == "skip" ? BadRows::skip : BadRows::stop; }
 };
-// --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say what the
-// folder holds, what --max-len defaults to and what a batch holds.
+// --model (required), --bad-rows, --max-len, --batch-size and --precision (--bf16); the helps say
+// what the folder holds, what --max-len defaults to and what a batch holds.
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,
                            const char* max_len_help, const char* batch_help);
 // The model folder (labels.json required when need_labels) in --precision, and in

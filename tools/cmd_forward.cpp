@@ -35,10 +35,7 @@ void add_forward(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model,
-                  "Model folder (config.json + model.safetensors) or an installed model's name")
-      ->required()
-      ->transform(model_folder())
+  add_model_option(cmd, &o->model, "Model folder (config.json + model.safetensors)")
       ->check(CLI::ExistingDirectory);
   auto* input =
       cmd->add_option("--input", o->input,

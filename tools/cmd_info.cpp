@@ -18,10 +18,7 @@ void add_info(CLI::App& app) {
       "model does not use. Fails with the reason when the folder does not load\n"
       "(docs/checkpoint.md).");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("--model", *dir,
-                  "Model folder (config.json + model.safetensors) or an installed model's name")
-      ->required()
-      ->transform(model_folder())
+  add_model_option(cmd, dir.get(), "Model folder (config.json + model.safetensors)")
       ->check(CLI::ExistingDirectory);
   cmd->callback([dir] {
     LoadOptions lo;

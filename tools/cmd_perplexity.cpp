@@ -27,11 +27,8 @@ void add_perplexity(CLI::App& app) {
     PerplexityOptions p;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model,
-                  "Model folder (config.json, model.safetensors, tokenizer files) or an "
-                  "installed model's name (`linformer models`)")
-      ->required()
-      ->transform(model_folder());
+  add_model_option(cmd, &o->model,
+                   "Model folder (config.json, model.safetensors, tokenizer files)");
   cmd->add_option("--text", o->p.text, "Text files or folders, one document per line")->required();
   cmd->add_option("--seq-len", o->p.seq_len, "Tokens per sequence (default: the model's max_len)");
   cmd->add_option("--mask-prob", o->p.mask_prob, "Share of the tokens masked, in (0, 1]")

@@ -14,14 +14,17 @@ void add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "HTTP server for embeddings and classification, compatible with Hugging Face's\n"
-      "text-embeddings-inference: POST /embed, /predict, /tokenize, /v1/embeddings (OpenAI);\n"
-      "GET /info, /health, /metrics (Prometheus), /openapi.json, and / (a page to try it).");
+      "text-embeddings-inference: POST /embed, /embed_all, /predict, /rerank (a pair\n"
+      "classifier), /tokenize, /decode, /v1/embeddings and /embeddings (OpenAI), / and\n"
+      "/invocations (the model's own route: /predict for a classifier, /embed otherwise);\n"
+      "GET /info, /health, /ping, /metrics (Prometheus), /openapi.json, and / (a page to try it).");
   cmd->footer(
       "Requests from many clients are batched: HTTP threads parse and tokenize, one worker runs\n"
       "the model on batches of similar lengths under --max-batch-tokens. A text's result is the\n"
       "same, bit for bit in f32, alone or in any batch. Errors are JSON {\"error\", "
       "\"error_type\"}\n"
-      "with TEI's statuses (413, 422, 429, 401, 503). SIGTERM or SIGINT: stop accepting, answer\n"
+      "with TEI's statuses (413, 422, 424, 429, 401, 503). SIGTERM or SIGINT: stop accepting, "
+      "answer\n"
       "what is in flight, exit 0. One log line per request on stderr. docs/serving.md has more.\n"
       "Example:\n"
       "  linformer serve --model runs/sst2/best --port 8080 &\n"
@@ -32,11 +35,10 @@ void add_serve(CLI::App& app) {
     std::string precision = "f32";
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->s.model,
-                  "Model folder: a classifier (from `linformer finetune`, serves /predict and "
-                  "/embed) or a pretrained model folder with its tokenizer (/embed)")
-      ->required()
-      ->transform(model_folder())
+  add_model_option(cmd, &o->s.model,
+                   "Model folder: a classifier (from `linformer finetune`, serves /predict, "
+                   "/rerank for a pair classifier, and /embed) or a pretrained model folder with "
+                   "its tokenizer (/embed)")
       ->check(CLI::ExistingDirectory)
       ->group("Model");
   cmd->add_option("--precision", o->precision,
@@ -55,6 +57,17 @@ void add_serve(CLI::App& app) {
                   "Default pooling of /embed and /v1/embeddings: cls (first token) or mean (over "
                   "the real tokens); default: the classifier's, else cls")
       ->check(CLI::IsMember({"cls", "mean"}))
+      ->group("Model");
+  cmd->add_option("--root-route", o->s.root_route,
+                  "What POST / and POST /invocations answer as: auto (/predict for a classifier, "
+                  "/embed otherwise, as TEI), embed, predict, or rerank (a pair classifier)")
+      ->check(CLI::IsMember({"auto", "embed", "predict", "rerank"}))
+      ->capture_default_str()
+      ->group("Model");
+  cmd->add_option("--rerank-label", o->s.rerank_label,
+                  "The label of a pair classifier whose probability is /rerank's score (default: "
+                  "the first label named entailment, relevant, related, duplicate, paraphrase, "
+                  "equivalent, yes, true, positive or 1, else the second of two classes)")
       ->group("Model");
   cmd->add_option("--model-id", o->s.model_id,
                   "Name of the model in /info and /v1/embeddings (default: the folder's name)")
@@ -123,8 +136,12 @@ void add_serve(CLI::App& app) {
   cmd->callback([o] {
     o->s.precision = parse_compute_type(o->precision);
     require_compute_type(o->s.precision);  // refused before the port is bound
-    if (o->s.model_id.empty())
-      o->s.model_id = std::filesystem::path(o->s.model).lexically_normal().filename().string();
+    // A run folder's model (RUN/best, RUN/model) is named after the run.
+    const std::filesystem::path folder = std::filesystem::path(o->s.model).lexically_normal();
+    if (o->s.model_id.empty() && (folder.filename() == "best" || folder.filename() == "model") &&
+        std::filesystem::exists(folder.parent_path() / "train_args.json"))
+      o->s.model_id = folder.parent_path().filename().string();
+    if (o->s.model_id.empty()) o->s.model_id = folder.filename().string();
     if (o->s.model_id.empty() || o->s.model_id == ".")
       o->s.model_id = std::filesystem::absolute(o->s.model)
                           .lexically_normal()

@@ -21,10 +21,8 @@ void add_spectrum(CLI::App& app) {
       "spectrum_share_heatmap.svg, and lowrank.csv, lowrank.json, lowrank_error.svg.");
   auto o = std::make_shared<analysis::SpectrumOptions>();
   auto no_lowrank = std::make_shared<bool>(false);
-  cmd->add_option("--model", o->model_dir, "Model folder (config.json, model.safetensors, "
-                                           "tokenizer.model) or an installed model's name")
-      ->required()
-      ->transform(model_folder());
+  add_model_option(cmd, &o->model_dir,
+                   "Model folder (config.json, model.safetensors, tokenizer.model)");
   cmd->add_option("--text", o->text, "Text files or folders, one document per line")->required();
   cmd->add_option("--out", o->out, "Output folder")->required();
   cmd->add_option("--n", o->n, "Tokens per sequence (at most the model's max_len)")

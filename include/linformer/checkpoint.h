@@ -42,6 +42,15 @@ LoadReport load_weights(Model& model, const std::string& safetensors_path,
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt = {},
                                   LoadReport* report = nullptr);
 
+// The model folder a --model argument names. A model folder (DIR/model.safetensors) is
+// itself. A folder without one whose best/ or model/ has one (the run folder of `linformer
+// finetune` or `pretrain`, the --out it was given) gives its best model, DIR/best
+// (finetune's best on the dev set, or its latest evaluated model without dev data), else its
+// last, DIR/model (written when the run finished); *chosen then says which, for the user
+// ("best model", "last model"), and is left empty when DIR is returned unchanged. Anything
+// else is returned unchanged for the loader to refuse with its own message.
+std::string resolve_model_folder(const std::string& dir, std::string* chosen = nullptr);
+
 // ---- Hugging Face model folders (docs/checkpoint.md) ----
 // True when DIR/config.json is a Hugging Face configuration (it has "model_type").
 bool is_hf_model_folder(const std::string& dir);

@@ -1,5 +1,6 @@
 // linformer._ext: the error translation, the shared conversions and the module itself.
 #include "module.h"
+#include "linformer/checkpoint.h"
 #include "linformer/models.h"
 
 #include <omp.h>
@@ -20,7 +21,8 @@ void require_path(const std::string& path, const char* what, bool folder) {
 
 std::string resolve_model_path(const std::string& name_or_path) {
   try {
-    return lf::resolve_model(name_or_path);
+    // An installed model's name, then a run folder's best (else last) model.
+    return lf::resolve_model_folder(lf::resolve_model(name_or_path));
   } catch (const lf::Error& e) {
     throw NotFound(e.what());
   }

@@ -178,13 +178,31 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
   return rep;
 }
 
+std::string resolve_model_folder(const std::string& dir, std::string* chosen) {
+  if (chosen) chosen->clear();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || fs::exists(fs::path(dir) / "model.safetensors", ec)) return dir;
+  for (const auto& [sub, what] :
+       {std::pair<const char*, const char*>{"best", "best model"}, {"model", "last model"}}) {
+    const fs::path p = fs::path(dir) / sub;
+    if (fs::exists(p / "model.safetensors", ec)) {
+      if (chosen) *chosen = what;
+      return p.string();
+    }
+  }
+  return dir;
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt,
                                   LoadReport* report) {
   LF_CHECK(fs::is_directory(dir), "model folder ", dir,
            fs::exists(dir) ? " is not a folder" : " does not exist");
   const fs::path weights = fs::path(dir) / "model.safetensors";
   const fs::path cfg_path = fs::path(dir) / "config.json";
-  LF_CHECK(fs::exists(weights), "model folder ", dir, " has no model.safetensors");
+  LF_CHECK(fs::exists(weights), "model folder ", dir, " has no model.safetensors",
+           fs::exists(fs::path(dir) / "train_args.json")
+               ? " (a run folder whose run has written neither best/ nor model/ yet)"
+               : "");
   Config cfg;
   if (fs::exists(cfg_path)) {
     cfg = Config::load(cfg_path.string());

@@ -156,3 +156,32 @@ def port_closed(port):
         return s.connect_ex(("127.0.0.1", port)) != 0
     finally:
         s.close()
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> (dtype "I32" | "F32", shape, flat list of values)."""
+    import struct
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, shape, values) in tensors.items():
+        blob = struct.pack(f"<{len(values)}{'i' if dtype == 'I32' else 'f'}", *values)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors_f32(path, name):
+    """(shape, flat list of floats) of one F32 tensor."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    t = header[name]
+    assert t["dtype"] == "F32", t
+    a, b = t["data_offsets"]
+    raw = data[8 + n + a:8 + n + b]
+    return t["shape"], list(struct.unpack(f"<{len(raw) // 4}f", raw))

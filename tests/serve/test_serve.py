@@ -346,7 +346,7 @@ class Pairs(unittest.TestCase):
         s = su.Server(ENCODER)
         try:
             status, err = s.post("/predict", {"inputs": "good"})
-            self.assertEqual((status, err["error_type"]), (400, "validation"))
+            self.assertEqual((status, err["error_type"]), (424, "backend"))  # as TEI
             status, out = s.post("/embed", {"inputs": ["good", "bad"]})
             self.assertEqual((status, len(out)), (200, 2))
             status, _, body = s.request("GET", "/info")
