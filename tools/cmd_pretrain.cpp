@@ -46,6 +46,20 @@ void add_pretrain(CLI::App& app) {
                   "Start from this model folder (or an installed model's name)")
       ->transform(model_folder())
       ->group("Model");
+  cmd->add_option("--teacher", o->teacher,
+                  "Distil from this model (same tokenizer; e.g. the standard-attention twin): its "
+                  "MLM predictions on the masked tokens are soft targets beside the true tokens")
+      ->transform(model_folder())
+      ->group("Distillation");
+  cmd->add_option("--distill-alpha", o->distill_alpha,
+                  "Weight of the soft targets: the loss is (1 - a) CE + a T^2 KL(teacher || "
+                  "student); the perplexity reported stays the true tokens' cross-entropy")
+      ->capture_default_str()
+      ->group("Distillation");
+  cmd->add_option("--distill-temperature", o->distill_temperature,
+                  "Temperature T of both softmaxes in the soft term")
+      ->capture_default_str()
+      ->group("Distillation");
   cmd->add_option("--set", o->sets,
                   "KEY=VALUE configuration override (repeatable), e.g. --set k=64 --set "
                   "projection_init=normal; with --init-from only keys that keep the tensor "

@@ -48,6 +48,14 @@ struct BackwardObserver {
   virtual void grads_ready(int64_t layer) = 0;
 };
 
+// Knowledge distillation into the MLM head (Model::mlm_loss).
+struct MlmDistill {
+  const float* teacher_logits = nullptr;  // [labelled rows, V], in the order of the rows
+  float alpha = 0.5f;                     // weight of the soft term, in [0, 1]
+  float temperature = 2.f;                // > 0
+  double soft_loss = 0;                   // out: the summed KL term (before alpha and T^2)
+};
+
 class Model {
  public:
   explicit Model(const Config& cfg);
@@ -83,8 +91,13 @@ class Model {
   // hidden-state gradient (call backward() afterwards). Only labelled rows are computed.
   // denominator > 0 replaces the count in that mean (data-parallel training: the labelled
   // positions of the global batch, so that the ranks' gradients add up to its mean).
+  // distill (optional): a teacher's logits on the same labelled rows, for knowledge
+  // distillation (Hinton et al. 2015; DistilBERT): the gradient is that of
+  //   (1 - alpha) * CE(labels) + alpha * T^2 * KL(softmax(teacher / T) || softmax(student / T))
+  // while the returned loss stays the cross-entropy with the labels (so perplexity keeps its
+  // meaning); the summed KL term is stored in distill->soft_loss.
   double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
-                  int64_t denominator = 0);
+                  int64_t denominator = 0, MlmDistill* distill = nullptr);
   // Logits [rows.size() or B*N, V] for the given flat rows (all rows when rows is empty).
   void mlm_logits(float* out, const std::vector<int64_t>& rows = {});
 

@@ -19,6 +19,11 @@ struct PretrainOptions {
   std::string config;     // model config JSON (vocab_size taken from the tokenizer)
   std::vector<std::string> sets;  // KEY=VALUE overrides of the config (or of init_from's)
   std::string init_from;  // optional model folder to start from
+  // Knowledge distillation (optional): a model folder with the same tokenizer whose MLM
+  // logits on the masked positions are soft targets (Model::mlm_loss, MlmDistill).
+  std::string teacher;
+  double distill_alpha = 0.5;        // weight of the soft term
+  double distill_temperature = 2.0;
   std::string tokenizer;  // existing tokenizer .model; else one is trained
   int64_t vocab_size = 8192;
   std::string tokenizer_type = "unigram";

@@ -3,6 +3,8 @@
 //        embeddings); evaluated only on the labelled rows.
 //   classification: logits = Drop(tanh(Drop(c) Wd^T + bd)) Wo^T + bo, where c is the first
 //        token's state h_0 or the mean of the states over the real tokens (classifier_pooling).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -52,7 +54,7 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
 }
 
 double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
-                             int64_t denominator) {
+                             int64_t denominator, MlmDistill* distill) {
   LF_CHECK(B > 0, "mlm_loss: call forward() first");
   LF_CHECK(!grad || have_grad_batch, "mlm_loss: gradients need forward(batch, train = true)");
   std::vector<int64_t> rows;
@@ -70,10 +72,57 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   const int64_t D = cfg.d_model, V = cfg.vocab_size, M = c.M;
   LF_CHECK(denominator >= 0, "mlm_loss: negative denominator ", denominator);
   const float gscale = weight / static_cast<float>(denominator > 0 ? denominator : M);
-  const double loss =
-      cross_entropy(grad ? c.logits : nullptr, c.logits, targets.data(), M, V, gscale, nullptr);
+  // Distillation: the soft term's gradient T * (softmax(s / T) - softmax(t / T)) per row, kept
+  // in mlm_soft while cross_entropy overwrites the logits with the hard term's gradient.
+  const bool kd = distill && distill->alpha > 0.f;
+  if (distill) {
+    LF_CHECK(distill->teacher_logits, "mlm_loss: distillation needs the teacher's logits");
+    LF_CHECK(distill->alpha >= 0.f && distill->alpha <= 1.f,
+             "mlm_loss: distillation weight alpha must be in [0, 1], got ", distill->alpha);
+    LF_CHECK(distill->temperature > 0.f, "mlm_loss: distillation temperature must be > 0, got ",
+             distill->temperature);
+    distill->soft_loss = 0;
+  }
+  float* soft_grad = nullptr;
+  if (kd) {
+    soft_grad = mlm_soft.grow(M * V);
+    const float inv_t = 1.f / distill->temperature;
+    const float* teacher = distill->teacher_logits;
+    double kl_sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : kl_sum)
+    for (int64_t i = 0; i < M; ++i) {
+      const float* s = c.logits + i * V;
+      const float* t = teacher + i * V;
+      float* g = soft_grad + i * V;
+      float ms = s[0], mt = t[0];
+      for (int64_t v = 1; v < V; ++v) ms = std::max(ms, s[v]), mt = std::max(mt, t[v]);
+      double zs = 0, zt = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        zs += std::exp((s[v] - ms) * inv_t);
+        zt += std::exp((t[v] - mt) * inv_t);
+      }
+      const double ls = std::log(zs), lt = std::log(zt);
+      double kl = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double lq = (s[v] - ms) * inv_t - ls;  // log softmax(s / T)
+        const double lp = (t[v] - mt) * inv_t - lt;  // log softmax(t / T)
+        const double p = std::exp(lp);
+        kl += p * (lp - lq);
+        g[v] = static_cast<float>(std::exp(lq) - p);
+      }
+      kl_sum += kl;
+    }
+    distill->soft_loss = kl_sum;
+  }
+  const float hard = kd ? 1.f - distill->alpha : 1.f;
+  const double loss = cross_entropy(grad ? c.logits : nullptr, c.logits, targets.data(), M, V,
+                                    gscale * hard, nullptr);
   if (!grad) return loss;
   float* dlogits = c.logits;
+  if (kd) {
+    const float k = gscale * distill->alpha * distill->temperature;
+    for (int64_t i = 0; i < M * V; ++i) dlogits[i] += k * soft_grad[i];
+  }
   // Each gradient below is written over its buffer by the first backward that produces it.
   float* d3 = mlm_grad.grow(3 * M * D);
   float* d2_ = d3 + M * D;

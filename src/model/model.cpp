@@ -431,8 +431,8 @@ int64_t Model::attention_keys(int64_t layer) const {
   return attention_path(cfg).key_count(cfg, layer, impl_->N);
 }
 double Model::mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
-                       int64_t denominator) {
-  return impl_->mlm_loss(labels, grad, weight, count, denominator);
+                       int64_t denominator, MlmDistill* distill) {
+  return impl_->mlm_loss(labels, grad, weight, count, denominator, distill);
 }
 void Model::mlm_logits(float* out, const std::vector<int64_t>& rows) {
   LF_CHECK(impl_->B > 0, "mlm_logits: call forward() first");

@@ -79,6 +79,7 @@ struct Model::Impl : Layout {
   // Head workspace; the MLM head's gradients (grows only: no fresh pages each step).
   Arena head_arena;
   Buffer<float> mlm_grad;
+  Buffer<float> mlm_soft;  // distillation: softmax(s / T) - softmax(t / T), [M, V]
   BackwardObserver* backward_observer = nullptr;
 
   explicit Impl(const Config& c);
@@ -165,7 +166,7 @@ struct Model::Impl : Layout {
   };
   MlmCache mlm_forward(const std::vector<int64_t>& rows, float* logits_out);
   double mlm_loss(const int32_t* labels, bool grad, float weight, int64_t* count,
-                  int64_t denominator);
+                  int64_t denominator, MlmDistill* distill = nullptr);
   double cls_forward_backward(const int32_t* labels, bool grad, float weight, float* logits_out);
 
   // Initialisation (init.cpp).

@@ -48,9 +48,10 @@ void write_loss_plot(const std::string& run_dir, const std::string& metrics_path
 class MlmTask final : public TrainTask {
  public:
   MlmTask(Model& model, const PretrainOptions& opt, const PackedSequences& train,
-          const PackedSequences& valid, const MaskingOptions& mo, int64_t n, TrainLoop& loop)
+          const PackedSequences& valid, const MaskingOptions& mo, int64_t n, TrainLoop& loop,
+          Model* teacher)
       : model_(model), opt_(opt), train_(train), valid_(valid), mo_(mo), n_(n), loop_(loop),
-        comm_(loop.comm()) {}
+        comm_(loop.comm()), teacher_(teacher) {}
 
   int64_t begin_step(int64_t) override { return opt_.grad_accum; }
 
@@ -79,11 +80,24 @@ class MlmTask final : public TrainTask {
       comm_.sum(&global_masked, 1, "the micro-batch's masked-token count");
       loop_.add_comm_wait(t.seconds());
     }
+    MlmDistill kd;
+    if (teacher_) {  // the teacher's logits on the masked positions, in the student's row order
+      rows_.clear();
+      for (int64_t r = 0; r < B * n_; ++r)
+        if (batch_.labels[r] != -100) rows_.push_back(r);
+      teacher_->forward(Batch{batch_.ids.data(), batch_.mask.data(), B, n_, first}, false);
+      teacher_logits_.resize(rows_.size() * static_cast<size_t>(teacher_->config().vocab_size));
+      if (!rows_.empty()) teacher_->mlm_logits(teacher_logits_.data(), rows_);
+      kd.teacher_logits = teacher_logits_.data();
+      kd.alpha = static_cast<float>(opt_.distill_alpha);
+      kd.temperature = static_cast<float>(opt_.distill_temperature);
+    }
     model_.forward(Batch{batch_.ids.data(), batch_.mask.data(), B, n_, first}, true,
                    dropout_seed);
     int64_t c = 0;
     const double l = model_.mlm_loss(batch_.labels.data(), true,
-                                     1.f / static_cast<float>(opt_.grad_accum), &c, global_masked);
+                                     1.f / static_cast<float>(opt_.grad_accum), &c, global_masked,
+                                     teacher_ ? &kd : nullptr);
     model_.backward();
     w.tokens += static_cast<double>(batch_.real_tokens);
     total_tokens += static_cast<double>(batch_.real_tokens);
@@ -152,6 +166,9 @@ class MlmTask final : public TrainTask {
   TrainLoop& loop_;  // its metrics log and clock
   dist::Comm& comm_;
   MlmBatch batch_;
+  Model* teacher_;                     // distillation's teacher, or null
+  std::vector<int64_t> rows_;          // the micro-batch's masked positions
+  std::vector<float> teacher_logits_;  // [rows_, V]
   std::vector<int64_t> order_;  // the data order of epoch order_epoch_
   int64_t order_epoch_ = -1;
 };
@@ -175,7 +192,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   const fs::path run(opt_in.out);
   LF_CHECK(!opt.train.empty(), "pretrain: no training corpus given");
   NamedPaths inputs = {
-      {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer}};
+      {"--config", opt.config}, {"--init-from", opt.init_from}, {"--tokenizer", opt.tokenizer},
+      {"--teacher", opt.teacher}};
   for (const std::string& f : opt.train) inputs.push_back({"--train", f});
   for (const std::string& f : opt.valid) inputs.push_back({"--valid", f});
   std::unique_ptr<RunLock> lock;
@@ -264,6 +282,30 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   } else {
     model.init(opt.seed);
   }
+  // Distillation's teacher: same vocabulary and special ids, long enough for the sequences;
+  // it runs inference only, so a resumed run sees the same soft targets.
+  std::unique_ptr<Model> teacher;
+  if (!opt.teacher.empty()) {
+    teacher = load_model(opt.teacher, {false, 0});
+    const Config& tc = teacher->config();
+    LF_CHECK(tc.vocab_size == cfg.vocab_size && tc.pad_id == cfg.pad_id && tc.cls_id == cfg.cls_id,
+             "pretrain: --teacher ", opt.teacher, " has vocab_size ", tc.vocab_size, ", pad_id ",
+             tc.pad_id, ", cls_id ", tc.cls_id, " but the run's tokenizer gives ", cfg.vocab_size,
+             ", ", cfg.pad_id, ", ", cfg.cls_id, ": the teacher must use the same tokenizer");
+    LF_CHECK(tc.max_len >= n, "pretrain: --teacher ", opt.teacher, " takes at most ", tc.max_len,
+             " tokens, fewer than the sequences of ", n);
+    if (!Tokenizer::files_in(opt.teacher).empty()) {
+      const Tokenizer tt(opt.teacher);
+      LF_CHECK(tt.vocab_size() == tok.vocab_size() && tt.piece(tok.vocab_size() / 2) ==
+                                                         tok.piece(tok.vocab_size() / 2) &&
+                   tt.piece(tok.vocab_size() - 1) == tok.piece(tok.vocab_size() - 1),
+               "pretrain: --teacher ", opt.teacher,
+               "'s tokenizer differs from the run's: the teacher must use the same tokenizer");
+    }
+    teacher->set_compute_type(opt.precision);
+    say(opt.quiet, "distillation: teacher %s (%s attention), alpha %.2f, temperature %.2f\n",
+        opt.teacher.c_str(), to_string(tc.attention), opt.distill_alpha, opt.distill_temperature);
+  }
   AdamW adam(model, opt.optim);
   LoopOptions lo = loop_options("pretrain", opt, opt.steps);
   lo.evaluate_at_stop = true;
@@ -278,7 +320,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   const MaskingOptions mo = masking_for(tok, opt.mask_prob, cfg.vocab_size);
   train_seqs.set_frame(tok.special());
   valid_seqs.set_frame(tok.special());
-  MlmTask task(model, opt, train_seqs, valid_seqs, mo, n, loop);
+  MlmTask task(model, opt, train_seqs, valid_seqs, mo, n, loop, teacher.get());
   const LoopResult ran = loop.run(task);
   // The final model, ready for finetuning or inference.
   if (root) {

@@ -24,6 +24,10 @@ void PretrainOptions::validate() const {
   check_range("--eval-batches", eval_batches, int64_t{1}, limits::kMaxSteps);
   check_range("--checkpoint-every", checkpoint_every, int64_t{0}, limits::kMaxSteps);
   check_range("--time-limit", time_limit, 0.0, 1e9);
+  LF_CHECK(distill_alpha >= 0 && distill_alpha <= 1, "--distill-alpha must be in [0, 1], got ",
+           distill_alpha);
+  LF_CHECK(distill_temperature > 0 && distill_temperature <= 100,
+           "--distill-temperature must be in (0, 100], got ", distill_temperature);
   require_trains(precision);
   optim.validate();
 }
@@ -62,7 +66,8 @@ static json precision_default(const json& j) {
 // optimiser's fields stand beside them (optim_to_json); quiet, overwrite and stop_after are
 // not stored. A key that runs of earlier versions did not write is read with the value it meant.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PretrainOptions, train, valid, valid_fraction, out, config, sets,
-                                   init_from, tokenizer, vocab_size, tokenizer_type, cache_dir,
+                                   init_from, teacher, distill_alpha, distill_temperature,
+                                   tokenizer, vocab_size, tokenizer_type, cache_dir,
                                    seq_len, batch_size, grad_accum, steps, seed, mask_prob,
                                    log_every, eval_every, eval_batches, checkpoint_every,
                                    time_limit, precision)
@@ -80,7 +85,12 @@ json PretrainOptions::to_json() const {
 }
 
 PretrainOptions PretrainOptions::from_json(const json& j) {
-  auto o = with_defaults(j, {{"sets", json::array()}, {"precision", precision_default(j)}})
+  // Runs written before distillation existed have no teacher.
+  auto o = with_defaults(j, {{"sets", json::array()},
+                             {"precision", precision_default(j)},
+                             {"teacher", ""},
+                             {"distill_alpha", 0.5},
+                             {"distill_temperature", 2.0}})
                .get<PretrainOptions>();
   o.optim = optim_from_json(j);
   o.optim.total_steps = o.steps;
