@@ -69,6 +69,7 @@ void quantize_row(T* q, float* scale, const float* x, int64_t n, int qmax) {
     q[j] = static_cast<T>(static_cast<int32_t>(v) + zero);
   }
 #endif
+  *scale = amax / static_cast<float>(qmax);
 }
 
 }  // namespace
