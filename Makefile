@@ -74,8 +74,13 @@ fuzz: fuzz-build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# Debian packages in $(BUILD): linformer (the program) and linformer-dev (library, headers).
-package: build
+# Debian packages in $(BUILD): linformer (the program), linformer-dev (library, headers) and
+# python3-linformer, portable whatever machine builds them: configured with LINFORMER_NATIVE
+# OFF (the program for the x86-64 baseline, the kernels per instruction-set level, chosen at
+# run time; CMAKE_FLAGS=-DLINFORMER_NATIVE=ON packages a build for this CPU only).
+package: setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINFORMER_NATIVE=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && cpack -G DEB
 
 clean:

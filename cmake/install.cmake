@@ -50,6 +50,13 @@ install(FILES ${PROJECT_BINARY_DIR}/linformerConfig.cmake
 
 # Debian packages, one per component. The program's dependencies are read off the binary
 # (dpkg-shlibdeps); the development package needs what the package config finds again.
+# The packages are meant for other machines: a LINFORMER_NATIVE build runs only on CPUs with
+# this one's instruction sets (`make package` configures LINFORMER_NATIVE=OFF).
+if(LINFORMER_NATIVE)
+  message(WARNING "LINFORMER_NATIVE is ON: packages made from this build (cpack) contain "
+                  "-march=native code and die with SIGILL on CPUs older than this one; `make "
+                  "package` builds portable ones")
+endif()
 set(CPACK_PACKAGE_NAME linformer)
 set(CPACK_PACKAGE_VENDOR "linformer")
 set(CPACK_PACKAGE_CONTACT "linformer developers <linformer@localhost>")

@@ -3,8 +3,9 @@
 # its run-time dependencies, then runs the installed program: --help, and a model created
 # from the installed example configs run on random tokens. Then, when DIR holds it, the
 # Python module's package `python3-linformer` beside it, and Debian's python3 runs an example
-# with it on the same model. Used by .ci/run on a fresh Debian 12 system, where nothing else
-# is installed.
+# with it on the same model. Last, the packages on older CPUs under qemu-user (qemu64, Nehalem,
+# Haswell: scripts/check_qemu.sh, which installs nothing; qemu-user is installed here with apt).
+# Used by .ci/run on a fresh Debian 12 system, where nothing else is installed.
 # Usage: scripts/check_deb.sh DIR   (DIR holds linformer_<version>_<arch>.deb and
 #                                     python3-linformer_<version>_<arch>.deb)
 set -euo pipefail
@@ -58,9 +59,19 @@ wait $serve_pid || { echo "check_deb: serve did not exit 0 on SIGTERM" >&2; exit
 echo "check_deb: linformer serve answers /health and /embed and stops on SIGTERM"
 echo "check_deb: the package installs on a fresh system and runs"
 
+# The packages as older x86-64 CPUs run them (qemu-user): installed after the checks above, so
+# that they saw only the packages' own dependencies.
+check_qemu() {
+  echo "check_deb: installing qemu-user for the older-CPU check"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user \
+    >/tmp/check_deb_qemu.log 2>&1 || { tail -n 30 /tmp/check_deb_qemu.log >&2; exit 1; }
+  "$(dirname "$0")/check_qemu.sh" "$dir"
+}
+
 pydeb=$(ls "$dir"/python3-linformer_*.deb 2>/dev/null | head -1)
 if [[ -z "$pydeb" ]]; then
   echo "check_deb: no python3-linformer_*.deb in $dir (built without LINFORMER_PYTHON); skipped"
+  check_qemu
   exit 0
 fi
 cp "$pydeb" /tmp/ && pydeb=/tmp/$(basename "$pydeb")
@@ -89,3 +100,4 @@ if m.tokenizer is not None:  # the folder holds the tokenizer trained for the se
 PY
 )
 echo "check_deb: the Python package installs beside the program and runs"
+check_qemu

@@ -2,11 +2,11 @@
 # Installs the Debian 12 packages that the build needs, and with a flag those of the tests,
 # the demo, the PyTorch comparison or the fuzzers (only the missing ones). Nothing is assumed
 # beyond Debian's base system, make and git. Runs apt-get as root, or through sudo.
-# Usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz]
+# Usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz] [--qemu]
 set -euo pipefail
 for a in "$@"; do
-  case "$a" in --test | --demo | --bench | --fuzz) ;; *)
-    echo "usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz]" >&2; exit 2 ;;
+  case "$a" in --test | --demo | --bench | --fuzz | --qemu) ;; *)
+    echo "usage: scripts/setup.sh [--test] [--demo] [--bench] [--fuzz] [--qemu]" >&2; exit 2 ;;
   esac
 done
 # The build (library, CLI, tests and micro-benchmarks) and its packaging:
@@ -57,6 +57,10 @@ for a in "$@"; do case "$a" in
   # The sanitizer build and its libFuzzer harnesses (make sanitize, make fuzz): clang, its runtimes (libFuzzer, ASan,
   # UBSan: libclang-rt-14-dev) and its OpenMP runtime (libomp-14-dev).
   --fuzz) pkgs+=(clang libclang-rt-14-dev libomp-14-dev) ;;
+  # qemu-user: runs the packaged program and Python module as older x86-64 CPUs (qemu64,
+  # Nehalem, Haswell) to check they run there and agree with the native run
+  # (scripts/check_qemu.sh, which scripts/check_deb.sh runs in CI).
+  --qemu) pkgs+=(qemu-user) ;;
 esac; done
 # Selenium and chromedriver reach each other (and chromium) at "localhost": a system built by
 # debootstrap has no /etc/hosts, so the name does not resolve there. The test setup adds the

@@ -3,18 +3,21 @@
 // sizes that are not multiples of 16, 6 or 8), key masks (a padded tail, scattered holes, a
 // whole masked key block, every key masked), causal rows, NaN scores and scores large enough
 // to overflow exp without the running max; and against the sgemm path it replaces, and for
-// batch invariance (a query's result does not depend on its row block).
+// batch invariance (a query's result does not depend on its row block); every case on every
+// instruction-set level this CPU runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention_block.h"
 #include "layers/attention.h"
 #include "linformer/rng.h"
+#include "isa_util.h"
 #include "test_util.h"
 
 namespace lf {
@@ -71,11 +74,15 @@ void naive(double* out, const float* q, const float* k, const float* v, int64_t 
   for (int64_t c = 0; c < Dh; ++c) out[c] /= sum;
 }
 
-class AttentionBlock : public ::testing::TestWithParam<Case> {
+// Every case on every instruction-set level this CPU runs (isa_util.h); the baseline level has
+// no kernel of its own (available() is false there) and skips.
+class AttentionBlock : public ::testing::TestWithParam<std::tuple<Case, isa::Level>> {
  protected:
   void SetUp() override {
-    if (!attn_block::available()) GTEST_SKIP() << "no own attention kernel in this build";
+    LF_ON_ISA_LEVEL(scope_, std::get<1>(GetParam()));
+    if (!attn_block::available()) GTEST_SKIP() << "no own attention kernel on this level";
   }
+  std::optional<test::IsaScope> scope_;
 };
 
 // Round to nearest even f32 -> bf16 -> f32, written here from the format's definition.
@@ -89,7 +96,7 @@ float through_bf16(float x) {
 }
 
 TEST_P(AttentionBlock, MatchesDoubleReference) {
-  const Case c = GetParam();
+  const Case c = std::get<0>(GetParam());
   // The head's columns sit inside wider rows (ld = 3 Dh + 5), as in the model's [*, D].
   const int64_t ld = 3 * c.Dh + 5, qoff = c.Dh + 2;
   const float scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
@@ -137,23 +144,26 @@ TEST_P(AttentionBlock, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionBlock,
-    ::testing::Values(Case{1, 1, 1, 16, 0, -1}, Case{5, 7, 7, 16, 0, -1},
+    ::testing::Combine(::testing::Values(Case{1, 1, 1, 16, 0, -1}, Case{5, 7, 7, 16, 0, -1},
                       Case{16, 256, 64, 256, 0, -1}, Case{17, 257, 64, 256, 1, -1},
                       Case{100, 600, 72, 256, 2, -1}, Case{33, 300, 16, 64, 3, -1},
                       Case{20, 50, 24, 32, 4, -1}, Case{40, 130, 64, 32, 0, 0},
                       Case{23, 200, 40, 64, 2, 90}, Case{256, 513, 64, 256, 1, -1},
                       Case{12, 700, 64, 256, 0, -1, 12.f}, Case{7, 64, 13, 16, 2, -1, 30.f}),
+                       ::testing::ValuesIn(test::all_isa_levels())),
     [](const auto& info) {
-      const Case& c = info.param;
+      const Case& c = std::get<0>(info.param);
       return "rows" + std::to_string(c.rows) + "_keys" + std::to_string(c.keys) + "_dh" +
              std::to_string(c.Dh) + "_kb" + std::to_string(c.kb) + "_mask" +
              std::to_string(c.mask) + (c.first_query >= 0 ? "_causal" : "") +
-             (c.magnitude > 1.f ? "_large" : "");
+             (c.magnitude > 1.f ? "_large" : "") + "_" + isa::level_name(std::get<1>(info.param));
     });
+
+class AttentionBlockEdge : public test::OnEveryIsa {};
 
 // Scores past exp's range (|scale * score| in the thousands) come out finite: the running max
 // shifts every block, whatever the order in which the large scores arrive.
-TEST(AttentionBlockEdge, LargeScoresStayFinite) {
+TEST_P(AttentionBlockEdge, LargeScoresStayFinite) {
   if (!attn_block::available()) GTEST_SKIP();
   const int64_t rows = 9, keys = 100, Dh = 16, kb = 32;
   std::vector<float> q(rows * Dh, 10.f), k(keys * Dh), v(keys * Dh);
@@ -172,7 +182,7 @@ TEST(AttentionBlockEdge, LargeScoresStayFinite) {
 
 // A NaN among a query's visible scores makes its row NaN; a NaN key that the mask (or
 // causality) hides changes nothing.
-TEST(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
+TEST_P(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
   if (!attn_block::available()) GTEST_SKIP();
   const int64_t rows = 20, keys = 40, Dh = 8, kb = 16;
   std::vector<float> q = random_vec(rows * Dh, 4, 1.f), k = random_vec(keys * Dh, 5, 1.f),
@@ -196,7 +206,7 @@ TEST(AttentionBlockEdge, NaNPoisonsOnlyWhereVisible) {
 // attention_streaming_rows gives the same function on the own kernel and on the gemm path, in
 // f32 and (where the kernel has it) bf16, and the own kernel's rows do not depend on the row
 // block they are computed in (row blocks of 128 and 64 both run their products in bf16).
-TEST(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
+TEST_P(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
   if (!attn_block::available()) GTEST_SKIP();
   AttnDims d;
   d.B = 2, d.N = 300, d.Lk = 300, d.H = 4, d.Dh = 32, d.D = 128;
@@ -236,7 +246,7 @@ TEST(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
 
 // Head-major keys and values ([B,H,Lk,Dh], what streaming inference makes) give what the
 // token-major [B,Lk,D] ones give, on the own kernel and on the sgemm path, in f32 and bf16.
-TEST(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
+TEST_P(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
   AttnDims d;
   d.B = 2, d.N = 70, d.Lk = 300, d.H = 3, d.Dh = 24, d.D = 72;
   const std::vector<float> q = random_vec(d.B * d.N * d.D, 11, 1.f),
@@ -282,6 +292,8 @@ TEST(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
     attn_block::set_enabled(true);
   }
 }
+
+INSTANTIATE_ON_EVERY_ISA(AttentionBlockEdge);
 
 }  // namespace
 }  // namespace lf

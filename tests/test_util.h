@@ -109,14 +109,16 @@ struct CliRun {
   std::string out, err;
 };
 
-// Runs `linformer ARGS` (ARGS is shell text; stdin_text, when not empty, its standard input)
+// Runs `linformer ARGS` (ARGS is shell text; stdin_text, when not empty, its standard input;
+// env, when not empty, shell assignments such as "LINFORMER_ISA=avx2" put before the command)
 // with stdout and stderr captured into files in dir.
 inline CliRun run_cli(const std::string& dir, const std::string& args,
-                      const std::string& stdin_text = "") {
+                      const std::string& stdin_text = "", const std::string& env = "") {
   const std::string bin = std::string(LF_BINARY_DIR) + "/linformer";
   EXPECT_TRUE(std::filesystem::exists(bin)) << bin << " is missing: build the `linformer` target";
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  std::string cmd = "'" + bin + "' " + args + " > '" + out + "' 2> '" + err + "'";
+  std::string cmd = (env.empty() ? "" : env + " ") + "'" + bin + "' " + args + " > '" + out +
+                    "' 2> '" + err + "'";
   if (!stdin_text.empty()) {
     write_text(dir + "/stdin.txt", stdin_text);
     cmd += " < '" + dir + "/stdin.txt'";

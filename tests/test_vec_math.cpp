@@ -1,18 +1,25 @@
 // The vectorised exp, GELU and softmax row kernels (kernels/vec_math.h: sixteen lanes with
 // AVX-512, eight with AVX2, else scalar) against the scalar specification and a double
-// reference, on sweeps that cross every lane count and tail length. Special values (NaN,
-// infinities) are covered by HostileNonFinite.*.
+// reference, on sweeps that cross every lane count and tail length, on every instruction-set
+// level this CPU runs (isa_util.h). Special values (NaN, infinities) are covered by
+// HostileNonFinite.*.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/dropout_mask.h"
 #include "kernels/vec_math.h"
+#include "isa_util.h"
 #include "test_util.h"
 
 namespace lf {
 namespace {
+
+class VecMath : public test::OnEveryIsa {};
 
 // x from lo to hi in `count` steps.
 std::vector<float> sweep(float lo, float hi, int count) {
@@ -23,7 +30,7 @@ std::vector<float> sweep(float lo, float hi, int count) {
 
 // exp_n gives exp_scalar's bits on every path, down to the smallest results (n = -126, where
 // 2^n alone is not a normal number) and up to the largest.
-TEST(VecMath, ExpHasTheScalarBits) {
+TEST_P(VecMath, ExpHasTheScalarBits) {
   std::vector<float> x = sweep(-87.3365f, 88.7228f, 20001);
   for (float v : sweep(-87.34f, -86.f, 3001)) x.push_back(v);
   for (float v : sweep(87.5f, 88.73f, 3001)) x.push_back(v);
@@ -44,7 +51,7 @@ TEST(VecMath, ExpHasTheScalarBits) {
 }
 
 // gelu_n against the scalar specification and the exact erf form.
-TEST(VecMath, GeluMatchesTheScalarOneAndErf) {
+TEST_P(VecMath, GeluMatchesTheScalarOneAndErf) {
   const std::vector<float> x = sweep(-12.f, 12.f, 24001);
   std::vector<float> y(x.size());
   vm::gelu_n(y.data(), x.data(), static_cast<int64_t>(x.size()));
@@ -59,7 +66,7 @@ TEST(VecMath, GeluMatchesTheScalarOneAndErf) {
 // gelu_fast_n (int8's FFN epilogue) against the exact erf form, within the stated 1e-6 (1 + |x|)
 // on a sweep past the clamp, on every path (its vector lanes, the masked tail and the scalar
 // form agree), and on special values: NaN stays NaN, +inf gives +inf, -inf NaN (as gelu_n).
-TEST(VecMath, GeluFastWithinItsBoundOfErf) {
+TEST_P(VecMath, GeluFastWithinItsBoundOfErf) {
   std::vector<float> x = sweep(-12.f, 12.f, 48001);
   for (float v : sweep(-1e-3f, 1e-3f, 101)) x.push_back(v);
   x.push_back(3e4f), x.push_back(-3e4f), x.push_back(0.f);
@@ -91,7 +98,7 @@ TEST(VecMath, GeluFastWithinItsBoundOfErf) {
 // exp_shifted_sum over every length 1..70 (full vectors, pairs of them and tails), with and
 // without a key mask, aliased and not: each y[j] is exp(scale x[j] - shift) or 0 where masked,
 // and the returned sum is their sum.
-TEST(VecMath, ExpShiftedSumOfEveryLengthAndMask) {
+TEST_P(VecMath, ExpShiftedSumOfEveryLengthAndMask) {
   for (int64_t n = 1; n <= 70; ++n)
     for (int masked = 0; masked < 2; ++masked)
       for (int alias = 0; alias < 2; ++alias) {
@@ -117,6 +124,69 @@ TEST(VecMath, ExpShiftedSumOfEveryLengthAndMask) {
         ASSERT_NEAR(sum, want_sum, 1e-6 * want_sum) << "n " << n << " masked " << masked;
       }
 }
+
+// The rest of the level's table against the scalar forms, at every length up to three
+// vectors and a tail: bf16 rounding and widening (bits), short-row copies, the masked max,
+// the bf16 GELU tables' lookups and the dropout mask's vector hash.
+TEST_P(VecMath, TableEntriesMatchTheScalarForms) {
+  const isa::Kernels& k = isa::kernels();
+  ASSERT_EQ(k.level, GetParam());
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(n), mask(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = std::sin(0.37f * static_cast<float>(i)) * 1e3f + 1.f / (1.f + i);
+      mask[i] = i % 3 == 1 ? 0.f : 1.f;
+    }
+    std::vector<uint16_t> h(n);
+    vm::to_bf16_n(h.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(h[i], vm::bf16_round(x[i])) << i;
+    std::vector<float> w(n);
+    vm::from_bf16_n(w.data(), h.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u = static_cast<uint32_t>(h[i]) << 16;
+      float want;
+      std::memcpy(&want, &u, 4);
+      ASSERT_EQ(w[i], want) << i;
+    }
+    // Three rows of n floats, 2n + 3 apart, into rows n + 1 apart; the gaps stay untouched.
+    std::vector<float> src(3 * (2 * n + 3), 0.f), dst(3 * (n + 1), -1.f);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    vm::copy_rows(dst.data(), n + 1, src.data(), 2 * n + 3, 3, n);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c <= n; ++c)
+        ASSERT_EQ(dst[r * (n + 1) + c], c < n ? src[r * (2 * n + 3) + c] : -1.f) << r << " " << c;
+    float want_max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i)
+      if (mask[i] != 0.f) want_max = std::max(want_max, 0.5f * x[i]);
+    ASSERT_EQ(vm::masked_scaled_max(x.data(), mask.data(), n, 0.5f), want_max);
+    // Lookups: a table of 65536 + 1 entries indexed by every kind of 16-bit value.
+    std::vector<uint16_t> t16(65537), idx(n), got16(n);
+    std::vector<float> t32(65536), buf(n, 3.f);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      t16[i] = static_cast<uint16_t>(i * 2654435761u >> 16);
+      t32[i] = static_cast<float>(i) * 0.5f;
+    }
+    for (int64_t i = 0; i < n; ++i) idx[i] = static_cast<uint16_t>((i * 40503u) ^ (i == n - 1 ? 0xFFFFu : 0u));
+    k.lookup_u16(got16.data(), idx.data(), t16.data(), n);
+    k.mul_lookup_f32(buf.data(), idx.data(), t32.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got16[i], t16[idx[i]]) << i;
+      ASSERT_EQ(buf[i], 3.f * t32[idx[i]]) << i;
+    }
+  }
+  // Dropout: every element's keep bit from for_range equals keep_scalar's, across starts that
+  // are and are not multiples of four (the vector hash takes over at the first multiple).
+  for (int64_t first : {0, 1, 3, 4, 1001}) {
+    const DropoutMask dm(0.3f, 42, 7, first);
+    std::vector<int> kept(300, -1);
+    dm.for_range(5, 300, [&](int64_t i, bool keep) { kept[i] = keep; });
+    for (int64_t i = 5; i < 300; ++i)
+      ASSERT_EQ(kept[i], dm.keep_scalar(static_cast<uint64_t>(first + i))) << first << " " << i;
+  }
+}
+
+INSTANTIATE_ON_EVERY_ISA(VecMath);
 
 }  // namespace
 }  // namespace lf

@@ -5,44 +5,68 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "linformer/checkpoint.h"
+#include "linformer/cpu.h"
 #include "linformer/model.h"
 #include "linformer/safetensors.h"
 
 namespace lf::cli {
 
+namespace {
+
+// The configuration, every parameter tensor with its shape, and what the file lacks or adds.
+void describe_model(const std::string& dir) {
+  LoadOptions lo;
+  lo.init_missing = true;
+  LoadReport rep;
+  auto model = load_model(dir, lo, &rep);
+  const std::set<std::string> absent(rep.initialised.begin(), rep.initialised.end());
+  std::printf("%s", model->config().to_json().c_str());
+  size_t total = 0;
+  for (const ParamInfo& p : model->params()) {
+    std::printf("%-64s %-16s%s\n", p.name.c_str(), shape_to_string(p.shape).c_str(),
+                absent.count(p.name) ? " absent (freshly initialised on load)" : "");
+    total += p.numel;
+  }
+  std::printf("%zu tensors, %zu parameters\n", model->params().size(), total);
+  if (!absent.empty())
+    std::printf(
+        "%zu tensor(s) absent from the file; `linformer init --from` writes a complete "
+        "folder\n",
+        absent.size());
+  if (!rep.ignored.empty()) {
+    std::printf("%zu tensor(s) in the file not used by this model:\n", rep.ignored.size());
+    for (const std::string& n : rep.ignored) std::printf("  %s\n", n.c_str());
+  }
+}
+
+}  // namespace
+
 void add_info(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Describe a model folder: configuration and tensors.");
+  auto* cmd = app.add_subcommand(
+      "info", "Describe a model folder (configuration and tensors) and the code paths this CPU runs.");
   cmd->footer(
       "Prints the configuration, then every parameter tensor with its shape, marking those the\n"
       "file lacks (they would be freshly initialised on load), then the file's tensors the\n"
       "model does not use. Fails with the reason when the folder does not load\n"
-      "(docs/checkpoint.md).");
+      "(docs/checkpoint.md). Then, and alone without --model, the instruction-set level the\n"
+      "engine's kernels run on this CPU (the best it has; LINFORMER_ISA=baseline|avx2|avx512|\n"
+      "avx512bf16 forces a lower one), every level it could run, and oneDNN's choice for the\n"
+      "matrix products.");
   auto dir = std::make_shared<std::string>();
-  add_model_option(cmd, dir.get(), "Model folder (config.json + model.safetensors)")
+  cmd->add_option("--model", *dir,
+                  "Model folder (config.json + model.safetensors), an installed model's name or "
+                  "a run folder")
+      ->transform(model_folder())
       ->check(CLI::ExistingDirectory);
   cmd->callback([dir] {
-    LoadOptions lo;
-    lo.init_missing = true;
-    LoadReport rep;
-    auto model = load_model(*dir, lo, &rep);
-    const std::set<std::string> absent(rep.initialised.begin(), rep.initialised.end());
-    std::printf("%s", model->config().to_json().c_str());
-    size_t total = 0;
-    for (const ParamInfo& p : model->params()) {
-      std::printf("%-64s %-16s%s\n", p.name.c_str(), shape_to_string(p.shape).c_str(),
-                  absent.count(p.name) ? " absent (freshly initialised on load)" : "");
-      total += p.numel;
-    }
-    std::printf("%zu tensors, %zu parameters\n", model->params().size(), total);
-    if (!absent.empty())
-      std::printf(
-          "%zu tensor(s) absent from the file; `linformer init --from` writes a complete "
-          "folder\n",
-          absent.size());
-    if (!rep.ignored.empty()) {
-      std::printf("%zu tensor(s) in the file not used by this model:\n", rep.ignored.size());
-      for (const std::string& n : rep.ignored) std::printf("  %s\n", n.c_str());
-    }
+    if (!dir->empty()) describe_model(*dir);
+    const CpuPaths p = cpu_paths();
+    std::printf("cpu: kernels %s%s\n", p.kernels.c_str(),
+                p.forced ? " (forced by LINFORMER_ISA)" : " (the best this CPU runs)");
+    std::string all;
+    for (const std::string& l : p.supported) all += (all.empty() ? "" : " ") + l;
+    std::printf("cpu: kernel levels this CPU runs: %s\n", all.c_str());
+    std::printf("cpu: oneDNN (matrix products) %s\n", p.onednn.c_str());
   });
 }
 

@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "commands.h"
+#include "linformer/cpu.h"
 #include "linformer/distributed.h"
 #include "linformer/error.h"
 
@@ -35,6 +37,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "linformer: error: %s\n", e.what());
     return 1;
   }
+  // The instruction-set level of the engine's kernels, decided before anything else runs:
+  // LINFORMER_ISA naming a level this CPU lacks is refused here, with the reason.
+  try {
+    lf::cpu_paths();
+  } catch (const std::exception& e) {
+    return fail_with(e.what(), 1);
+  }
   if (g_dist.size > 1 && argc > 1 && std::strcmp(argv[1], "pretrain") != 0 &&
       std::strcmp(argv[1], "finetune") != 0 && argv[1][0] != '-') {
     if (g_dist.rank == 0)
@@ -48,7 +57,9 @@ int main(int argc, char** argv) {
       "linformer: Linformer (linear-complexity self-attention) Transformer encoders in C++.\n"
       "Run `linformer <command> --help` for the options of each command."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "linformer " LINFORMER_VERSION);
+  app.set_version_flag("--version", std::function<std::string()>([] {
+                         return "linformer " LINFORMER_VERSION "\n" + lf::cpu_paths_summary();
+                       }));
   // The commands, in the order `linformer --help` lists them.
   using namespace lf::cli;
   for (auto add :

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+#include "linformer/cpu.h"
+
 namespace lfpy {
 
 void require_path(const std::string& path, const char* what, bool folder) {
@@ -159,6 +161,24 @@ PYBIND11_MODULE(_ext, m) {
       "The installed models, whose names Model(...) accepts in place of a path: a list of\n"
       "dicts (name, path, attention, max_len, bytes, card), in the order `linformer models`\n"
       "prints them. LINFORMER_MODELS (':'-separated folders) is searched first.");
+  m.def(
+      "cpu_paths",
+      [] {
+        const lf::CpuPaths p = lf::cpu_paths();
+        py::dict d;
+        d["kernels"] = p.kernels;
+        d["supported"] = p.supported;
+        d["forced"] = p.forced;
+        d["onednn"] = p.onednn;
+        return d;
+      },
+      "The code paths this CPU runs: 'kernels', the instruction-set level of the engine's own\n"
+      "kernels (baseline, avx2, avx512, avx512bf16: the best the CPU has, or the lower one the\n"
+      "environment variable LINFORMER_ISA forces); 'supported', every level it could run;\n"
+      "'forced'; 'onednn', oneDNN's instruction set for the matrix products.");
+  // The kernels' level is decided at import: LINFORMER_ISA naming a level this CPU lacks
+  // makes the import fail with the reason (RuntimeError), before any work.
+  lf::cpu_paths();
   register_model(m);
   register_tokenizer(m);
   register_training(m);

@@ -18,7 +18,9 @@
 // bfloat16 into f32, twice the multiply-adds of an f32 FMA; Operands::bf16). On a 2-core
 // AMD Zen 4 the AVX-512 kernel runs BM_Attention (12 heads of 64, n = 8192) 1.17x faster
 // than the sgemm path in f32 and 1.25x faster than the bf16 gemm path in bf16, and 1.6x
-// faster in bf16 than in f32. Elsewhere available() is false and the caller uses gemm().
+// faster in bf16 than in f32. Each form is compiled in the object of its instruction-set
+// level (isa/attention_block.cpp) and the level chosen at start-up runs (isa_kernels.h); on
+// the baseline level available() is false and the caller uses gemm().
 // Numbers: each score is one in-order FMA chain over the head dimension, each output an
 // in-order chain over the keys of a block, rescaled between blocks as in the gemm path; the
 // result equals it to f32 rounding (bf16: the queries, keys and values rounded once to
@@ -32,11 +34,11 @@ namespace lf::attn_block {
 // The products' operands: f32, or bf16 (inputs and weights rounded to bfloat16, f32 sums).
 enum class Operands { f32, bf16 };
 
-// Whether this build has the kernel for these operands and it is enabled (it is unless
-// set_enabled(false): the tests and the micro-benchmark compare it with the gemm path in one
-// process).
+// Whether the active instruction-set level has the kernel for these operands and it is enabled
+// (it is unless set_enabled(false): the tests and the micro-benchmark compare it with the gemm
+// path in one process).
 bool available(Operands o = Operands::f32);
-// Whether this build's kernel has bf16 operands (AVX512-BF16), enabled or not.
+// Whether the active level's kernel has bf16 operands (AVX512-BF16), enabled or not.
 bool has_bf16();
 void set_enabled(bool on);
 

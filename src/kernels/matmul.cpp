@@ -1,6 +1,5 @@
 #include "kernels/matmul.h"
 
-#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>

@@ -321,18 +321,9 @@ void gelu_forward_bf16(uint16_t* out16, const uint16_t* inp16, int64_t n) {
   LF_DCHECK(n == 0 || (out16 && inp16), "gelu_forward_bf16: null pointer");
   const uint16_t* table = gelu_tables().fwd;
   PhaseScope ps(Phase::elementwise);
+  const auto lookup = isa::kernels().lookup_u16;  // sixteen lookups per gather with AVX-512
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    int64_t i = i0;
-#if defined(__AVX512F__)
-    // Sixteen lookups per gather: 32 bits read at each 16-bit entry, the low half kept.
-    for (; i + 16 <= i1; i += 16) {
-      const __m512i idx =
-          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(inp16 + i)));
-      const __m512i v = _mm512_i32gather_epi32(idx, static_cast<const void*>(table), 2);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out16 + i), _mm512_cvtepi32_epi16(v));
-    }
-#endif
-    for (; i < i1; ++i) out16[i] = table[inp16[i]];
+    lookup(out16 + i0, inp16 + i0, table, i1 - i0);
   });
 }
 
@@ -357,16 +348,7 @@ const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* do
     const uint16_t* d = dout16 + r * cols;
     const uint16_t* h = inp16 + r * cols;
     vm::from_bf16_n(buf, d, cols);
-    int64_t c = 0;
-#if defined(__AVX512F__)
-    for (; c + 16 <= cols; c += 16) {
-      const __m512i idx =
-          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + c)));
-      _mm512_storeu_ps(buf + c,
-                       _mm512_mul_ps(_mm512_loadu_ps(buf + c), _mm512_i32gather_ps(idx, grad, 4)));
-    }
-#endif
-    for (; c < cols; ++c) buf[c] *= grad[h[c]];
+    isa::kernels().mul_lookup_f32(buf, h, grad, cols);
     return static_cast<const float*>(buf);
   });
   return d16;

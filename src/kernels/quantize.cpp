@@ -6,61 +6,21 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/matmul.h"
-#include "kernels/vec_math.h"
 
 namespace lf {
 
 namespace {
 
-// One row: the plain loops vectorise (nearbyint rounds half to even under the default
-// rounding mode; -fno-math-errno lets it vectorise). T int8_t stores q, uint8_t q + 128.
-template <typename T>
-void quantize_row(T* q, float* scale, const float* x, int64_t n, int qmax) {
-  constexpr int32_t zero = std::is_same_v<T, uint8_t> ? 128 : 0;
-  // max |x| and whether any value is NaN or infinite, in sixteen independent lanes (a max and
-  // an or: exact in any order, so they vectorise; a running float sum or max over one
-  // accumulator did not, and was a tenth of an int8 layer's time).
-  constexpr int kLanes = 16;
-  float lane_max[kLanes] = {};
-  int lane_bad[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) {
-      const float a = std::fabs(x[i + l]);
-      lane_max[l] = std::max(lane_max[l], a);
-      lane_bad[l] |= !(a <= std::numeric_limits<float>::max());
-    }
-  }
-  for (; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    lane_max[0] = std::max(lane_max[0], a);
-    lane_bad[0] |= !(a <= std::numeric_limits<float>::max());
-  }
-  float amax = 0.f;
-  int bad = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    amax = std::max(amax, lane_max[l]);
-    bad |= lane_bad[l];
-  }
-  if (bad) {
-    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<T>(zero);
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  if (amax == 0.f) {
-    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<T>(zero);
-    *scale = 0.f;
-    return;
-  }
-  const float inv = static_cast<float>(qmax) / amax;
-  const float lim = static_cast<float>(qmax);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::min(lim, std::max(-lim, std::nearbyint(x[i] * inv)));
-    q[i] = static_cast<T>(static_cast<int32_t>(v) + zero);
-  }
-  *scale = amax / static_cast<float>(qmax);
+// One row, on the active instruction-set level (isa/quantize_kernels.cpp: the loops vectorise
+// for the level's width; a running float sum or max over one accumulator did not, and was a
+// tenth of an int8 layer's time).
+inline void quantize_row(int8_t* q, float* scale, const float* x, int64_t n, int qmax) {
+  isa::kernels().quantize_row_s8(q, scale, x, n, qmax);
+}
+inline void quantize_row(uint8_t* q, float* scale, const float* x, int64_t n, int qmax) {
+  isa::kernels().quantize_row_u8(q, scale, x, n, qmax);
 }
 
 template <typename T>
@@ -92,16 +52,11 @@ int int8_weight_max() {
 namespace {
 
 // One row of dequantize_rows: v = (a - off) * rs * cs + bias into o (store, gelu) or onto it
-// (accumulate). bias and off are never null here.
+// (accumulate), on the active instruction-set level. bias and off are never null here.
 inline void dequantize_row(float* o, const int32_t* a, int64_t N, float rs, const float* cs,
                            const int32_t* off, const float* bias, DequantOp op) {
-  if (op == DequantOp::accumulate) {
-    for (int64_t n = 0; n < N; ++n)
-      o[n] += static_cast<float>(a[n] - off[n]) * (rs * cs[n]) + bias[n];
-    return;
-  }
-  for (int64_t n = 0; n < N; ++n) o[n] = static_cast<float>(a[n] - off[n]) * (rs * cs[n]) + bias[n];
-  if (op == DequantOp::gelu) vm::gelu_fast_n(o, o, N);
+  isa::kernels().dequantize_row(o, a, N, rs, cs, off, bias,
+                                op == DequantOp::store ? 0 : op == DequantOp::gelu ? 1 : 2);
 }
 
 // Zeros standing in for a null bias or column offset of N columns.

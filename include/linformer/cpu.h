@@ -1,0 +1,25 @@
+// Which code paths this CPU runs: the engine's own kernels (chosen once at start-up from
+// CPUID and the OS's saved register state, LINFORMER_ISA forces a lower one) and oneDNN's
+// (its JIT, for the matrix products). `linformer info` and `linformer --version` print them.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace lf {
+
+struct CpuPaths {
+  std::string kernels;                 // the level the kernels run: baseline, avx2, avx512, avx512bf16
+  std::vector<std::string> supported;  // every level this CPU runs, lowest first
+  bool forced = false;                 // chosen by LINFORMER_ISA rather than the best one
+  std::string onednn;                  // oneDNN's instruction set for this CPU, e.g. avx512_core_bf16
+};
+
+// Decides the kernels' level if nothing has yet; throws lf::Error when LINFORMER_ISA names an
+// unknown level or one this CPU lacks. Programs call it first, so that the refusal comes
+// before any work.
+CpuPaths cpu_paths();
+// One line: "kernels avx512bf16 (this CPU runs baseline, avx2, avx512, avx512bf16); oneDNN
+// avx512_core_bf16".
+std::string cpu_paths_summary();
+
+}  // namespace lf
