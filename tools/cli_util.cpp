@@ -147,23 +147,26 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        true);
 }
 
+CLI::Option* take_run_folders(CLI::Option* opt, const std::string& name) {
+  return opt->transform(
+      [name](std::string d) {
+        std::string chosen;
+        const std::string model = resolve_model_folder(d, &chosen);
+        if (!chosen.empty())
+          std::fprintf(stderr, "linformer: %s %s is a run folder: using its %s, %s\n",
+                       name.c_str(), d.c_str(), chosen.c_str(), model.c_str());
+        return model;
+      },
+      "", "");
+}
+
 CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help) {
-  return cmd
-      ->add_option("--model", *dir,
-                   help +
-                       "; or a run folder of `linformer finetune` or `pretrain` (its best/ "
-                       "model, else its last, model/)")
-      ->required()
-      ->transform(
-          [](std::string d) {
-            std::string chosen;
-            const std::string model = resolve_model_folder(d, &chosen);
-            if (!chosen.empty())
-              std::fprintf(stderr, "linformer: --model %s is a run folder: using its %s, %s\n",
-                           d.c_str(), chosen.c_str(), model.c_str());
-            return model;
-          },
-          "", "");
+  return take_run_folders(
+      cmd->add_option("--model", *dir,
+                      help + "; or a run folder of `linformer finetune` or `pretrain` (its best/ "
+                             "model, else its last, model/)")
+          ->required(),
+      "--model");
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions* o, const char* model_help,

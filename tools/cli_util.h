@@ -61,6 +61,9 @@ void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_la
 // `pretrain`, which stands for its best model (RUN/best), else its last (RUN/model); the
 // choice is printed on stderr. Every command taking --model adds it here.
 CLI::Option* add_model_option(CLI::App* cmd, std::string* dir, const std::string& help);
+// Makes an option naming a model folder (`name`, e.g. --init-from) take a run folder as
+// --model does.
+CLI::Option* take_run_folders(CLI::Option* opt, const std::string& name);
 
 // ---- The commands that run a model folder on texts (evaluate, predict, embed) ----
 

@@ -80,8 +80,11 @@ void add_finetune(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "accuracy", "f1"}))
       ->capture_default_str()
       ->group("Data");
-  cmd->add_option("--init-from", o->init_from,
-                  "Pretrained model folder (config.json, model.safetensors, tokenizer files)")
+  take_run_folders(cmd->add_option("--init-from", o->init_from,
+                                   "Pretrained model folder (config.json, model.safetensors, "
+                                   "tokenizer files), or `linformer pretrain`'s run folder (its "
+                                   "model/)"),
+                   "--init-from")
       ->group("Model");
   cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
       ->group("Model");

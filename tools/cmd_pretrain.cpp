@@ -42,7 +42,11 @@ void add_pretrain(CLI::App& app) {
                         "Vocabulary of a newly trained tokenizer", &o->tokenizer_type);
   cmd->add_option("--config", o->config, "Model configuration JSON (see docs/config.md)")
       ->group("Model");
-  cmd->add_option("--init-from", o->init_from, "Start from this model folder")->group("Model");
+  take_run_folders(cmd->add_option("--init-from", o->init_from,
+                                   "Start from this model folder (a run folder: its best/ model, "
+                                   "else its last, model/)"),
+                   "--init-from")
+      ->group("Model");
   cmd->add_option("--set", o->sets,
                   "KEY=VALUE configuration override (repeatable), e.g. --set k=64 --set "
                   "projection_init=normal; with --init-from only keys that keep the tensor "

@@ -328,6 +328,16 @@ class RunFolders(unittest.TestCase):
         p = subprocess.run([su.BIN, "info", "--model", run], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("using its last model", p.stderr)
+        # finetune --init-from takes a (pretrain) run folder the same way.
+        with open(os.path.join(ROOT, "ft_train.tsv"), "w") as f:
+            f.write(su.tsv_rows(32, 1))
+        p = subprocess.run([su.BIN, "finetune", "--init-from", run, "--train",
+                            os.path.join(ROOT, "ft_train.tsv"), "--out", os.path.join(ROOT, "ft_run"),
+                            "--epochs", "1", "--batch-size", "16", "--quiet"],
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--init-from " + run + " is a run folder: using its last model", p.stderr)
         empty = os.path.join(ROOT, "empty_run")
         os.makedirs(empty)
         p = subprocess.run([su.BIN, "info", "--model", empty], capture_output=True, text=True, timeout=120)
