@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -74,6 +75,7 @@ class Server {
   std::string root_route_;                 // what POST / does: embed, predict or rerank
   int64_t rerank_class_ = -1;              // the class whose probability /rerank scores
   std::mutex log_mu_;
+  int listen_fd_ = -1;  // the listening socket (set by httplib's socket-options callback)
 
   void routes();
   void log(const httplib::Request& req, const httplib::Response& res);
@@ -664,6 +666,15 @@ int Server::run() {
   // the setter: the macro CPPHTTPLIB_TCP_NODELAY is compiled into Debian's .so); Linux gives
   // accepted sockets the listening socket's TCP_NODELAY.
   http_.set_tcp_nodelay(true);
+  // httplib 0.11 listens with a backlog of 5: a burst of new connections (64 clients starting
+  // at once) overflowed it, and the refused handshakes were retried by the clients' kernels
+  // after 1 s, 3 s, ... (the multi-second p99 of the load test). The listening socket is
+  // recorded here (this callback runs on it before bind) and listen() is called again with a
+  // larger backlog once bound (Linux updates the backlog of a listening socket).
+  http_.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   const size_t max_threads = static_cast<size_t>(o_.max_concurrent_requests) + 16;
   http_.new_task_queue = [max_threads] { return new ElasticPool(max_threads); };
   int port = o_.port;
@@ -671,6 +682,11 @@ int Server::run() {
     port = http_.bind_to_any_port(o_.host);
   } else if (!http_.bind_to_port(o_.host, port)) {
     port = -1;
+  }
+  if (port >= 0) {
+    const int backlog = static_cast<int>(std::min<int64_t>(o_.max_concurrent_requests, 4096));
+    if (listen_fd_ < 0 || ::listen(listen_fd_, std::max(backlog, 128)) != 0)
+      std::fprintf(stderr, "linformer serve: warning: could not raise the listen backlog\n");
   }
   if (port < 0) {
     std::fprintf(stderr,

@@ -6,11 +6,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
 #include "api.h"
 #include "batcher.h"
+#include "linformer/checkpoint.h"
+#include "server.h"
+#include "test_util.h"
 
 namespace lf::serve {
 namespace {
@@ -109,6 +114,80 @@ TEST(ServeApi, TruncationDefaultsToTheServersSetting) {
     EXPECT_EQ(e.status, 422);
     EXPECT_NE(std::string(e.what()).find("at most 2"), std::string::npos) << e.what();
   }
+}
+
+TEST(ServeRerank, RelevantClassRule) {
+  EXPECT_EQ(relevant_class({"entailment", "not_entailment"}, ""), 0);  // QNLI
+  EXPECT_EQ(relevant_class({"not_entailment", "Entailment"}, ""), 1);  // case aside
+  EXPECT_EQ(relevant_class({"0", "1"}, ""), 1);                        // QQP, MRPC
+  EXPECT_EQ(relevant_class({"yes", "no"}, ""), 0);
+  EXPECT_EQ(relevant_class({"negative", "positive"}, ""), 1);
+  EXPECT_EQ(relevant_class({"a", "b"}, ""), 1);       // two classes: the second
+  EXPECT_EQ(relevant_class({"score"}, ""), 0);        // one output: its sigmoid
+  EXPECT_EQ(relevant_class({"a", "b", "c"}, ""), -1);  // no rule applies
+  EXPECT_EQ(relevant_class({"a", "b", "c"}, "c"), 2);  // --rerank-label
+  EXPECT_EQ(relevant_class({"0", "1"}, "0"), 0);
+  EXPECT_EQ(relevant_class({"0", "1"}, "2"), -1);
+}
+
+TEST(ServeRerank, ParsesQueryAndTextsIntoPairs) {
+  ParseLimits lim;
+  lim.max_client_batch_size = 3;
+  const RerankRequest r =
+      parse_rerank(R"({"query": "q", "texts": ["a", "b"], "return_text": true})", lim);
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_TRUE(r.inputs[1].pair);
+  EXPECT_EQ(r.inputs[1].a, "q");
+  EXPECT_EQ(r.inputs[1].b, "b");
+  EXPECT_TRUE(r.return_text);
+  EXPECT_FALSE(r.raw_scores);
+  EXPECT_THROW(parse_rerank(R"({"query": "q", "texts": ["a", "b", "c", "d"]})", lim), ApiError);
+  EXPECT_THROW(parse_rerank(R"({"query": "q", "texts": "a"})", lim), ApiError);
+}
+
+TEST(ServeDecode, IdsWithinTheVocabulary) {
+  ParseLimits lim;
+  const DecodeRequest one = parse_decode(R"({"ids": [0, 5, 2]})", lim, 10);
+  ASSERT_EQ(one.ids.size(), 1u);
+  EXPECT_EQ(one.ids[0], (std::vector<int32_t>{0, 5, 2}));
+  EXPECT_TRUE(one.skip_special_tokens);
+  const DecodeRequest two = parse_decode(R"({"ids": [[1], [2, 3]], "skip_special_tokens": false})",
+                                         lim, 10);
+  EXPECT_EQ(two.ids.size(), 2u);
+  EXPECT_FALSE(two.skip_special_tokens);
+  for (const char* bad : {R"({"ids": [10]})", R"({"ids": [-1]})", R"({"ids": [1.0]})",
+                          R"({"ids": [18446744073709551615]})", R"({"ids": [[1], 2]})"}) {
+    try {
+      parse_decode(bad, lim, 10);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 422) << bad;
+    }
+  }
+}
+
+TEST(ModelFolders, RunFolderGivesBestElseLast) {
+  namespace fs = std::filesystem;
+  lf::test::TempDir d;
+  auto touch = [](const fs::path& p) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p.string()) << "x";
+  };
+  const std::string run = (fs::path(d.path()) / "run").string();
+  fs::create_directories(run);
+  std::string chosen = "stale";
+  EXPECT_EQ(resolve_model_folder(run, &chosen), run);  // nothing to serve yet: unchanged
+  EXPECT_EQ(chosen, "");
+  touch(fs::path(run) / "model" / "model.safetensors");
+  EXPECT_EQ(resolve_model_folder(run, &chosen), (fs::path(run) / "model").string());
+  EXPECT_EQ(chosen, "last model");
+  touch(fs::path(run) / "best" / "model.safetensors");
+  EXPECT_EQ(resolve_model_folder(run, &chosen), (fs::path(run) / "best").string());
+  EXPECT_EQ(chosen, "best model");
+  const std::string best = (fs::path(run) / "best").string();
+  EXPECT_EQ(resolve_model_folder(best, &chosen), best);  // a model folder is itself
+  EXPECT_EQ(chosen, "");
+  EXPECT_EQ(resolve_model_folder(run + "/missing", &chosen), run + "/missing");
 }
 
 }  // namespace

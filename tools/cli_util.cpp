@@ -149,16 +149,16 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        true);
 }
 
-CLI::Validator model_folder() {
+CLI::Validator model_folder(const std::string& option) {
   return CLI::Validator(
-      [](std::string& s) {
+      [option](std::string& s) {
         try {
           const std::string named = resolve_model(s);
           std::string chosen;
           const std::string model = resolve_model_folder(named, &chosen);
           if (!chosen.empty())
-            std::fprintf(stderr, "linformer: %s is a run folder: using its %s, %s\n",
-                         s.c_str(), chosen.c_str(), model.c_str());
+            std::fprintf(stderr, "linformer: %s %s is a run folder: using its %s, %s\n",
+                         option.c_str(), s.c_str(), chosen.c_str(), model.c_str());
           s = model;
         } catch (const Error& e) {
           return std::string(e.what());

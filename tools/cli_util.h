@@ -62,7 +62,7 @@ void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_la
 // `pretrain` its best model (RUN/best), else its last (RUN/model), the choice printed on
 // stderr (lf::resolve_model_folder); another path stays as it is. The error lists the
 // installed models.
-CLI::Validator model_folder();
+CLI::Validator model_folder(const std::string& option = "--model");
 
 // --model (required) into *dir, with model_folder()'s transform. Every command taking --model
 // adds it here.

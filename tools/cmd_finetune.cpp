@@ -83,7 +83,7 @@ void add_finetune(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from,
                   "Pretrained model folder (config.json, model.safetensors, tokenizer files) or an "
                   "installed model's name (`linformer models`)")
-      ->transform(model_folder())
+      ->transform(model_folder("--init-from"))
       ->group("Model");
   cmd->add_option("--config", o->config, "From scratch: model configuration JSON (docs/config.md)")
       ->group("Model");

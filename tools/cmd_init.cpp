@@ -66,7 +66,7 @@ void add_init(CLI::App& app) {
                   "Start from the weights in this safetensors file (e.g. a RoBERTa checkpoint), "
                   "or from a Hugging Face RoBERTa/BERT folder (config.json, model.safetensors, "
                   "tokenizer files), or one of this program's model folders or installed models")
-      ->transform(model_folder())
+      ->transform(model_folder("--from"))
       ->check(CLI::ExistingPath);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights")->capture_default_str();
   cmd->add_option("--out", o->out, "Output folder (created if needed)")->required();

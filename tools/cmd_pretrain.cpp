@@ -44,12 +44,12 @@ void add_pretrain(CLI::App& app) {
       ->group("Model");
   cmd->add_option("--init-from", o->init_from,
                   "Start from this model folder (or an installed model's name)")
-      ->transform(model_folder())
+      ->transform(model_folder("--init-from"))
       ->group("Model");
   cmd->add_option("--teacher", o->teacher,
                   "Distil from this model (same tokenizer; e.g. the standard-attention twin): its "
                   "MLM predictions on the masked tokens are soft targets beside the true tokens")
-      ->transform(model_folder())
+      ->transform(model_folder("--teacher"))
       ->group("Distillation");
   cmd->add_option("--distill-alpha", o->distill_alpha,
                   "Weight of the soft targets: the loss is (1 - a) CE + a T^2 KL(teacher || "

@@ -29,7 +29,10 @@ void add_serve(CLI::App& app) {
       "Example:\n"
       "  linformer serve --model runs/sst2/best --port 8080 &\n"
       "  curl -s localhost:8080/predict -H 'Content-Type: application/json' \\\n"
-      "       -d '{\"inputs\": \"a gripping, beautiful film\"}'");
+      "       -d '{\"inputs\": \"a gripping, beautiful film\"}'\n"
+      "  linformer serve --model runs/qnli --port 8081 &   # a finetune run folder: RUN/best\n"
+      "  curl -s localhost:8081/rerank -H 'Content-Type: application/json' \\\n"
+      "       -d '{\"query\": \"what does it project?\", \"texts\": [\"keys\", \"weather\"]}'");
   struct Opts {
     serve::ServeOptions s;
     std::string precision = "f32";
@@ -81,8 +84,8 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->group("Network");
   cmd->add_option("--api-key", o->s.api_key,
-                  "Require \"Authorization: Bearer KEY\" on every route but GET /health, / and "
-                  "/openapi.json (401 otherwise)")
+                  "Require \"Authorization: Bearer KEY\" on every route but GET /health, /ping, / "
+                  "and /openapi.json (401 otherwise)")
       ->group("Network");
   cmd->add_option("--payload-limit", o->s.payload_limit,
                   "Largest request body in bytes (413 above)")

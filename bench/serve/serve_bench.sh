@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Load test of `linformer serve` on loopback with wrk (Debian's wrk; scripts/setup.sh --bench):
 # throughput (inputs/s, tokens/s) and p50/p99 latency at 1, 8 and 64 concurrent clients, for
-# short texts (SST-2 dev sentences) and long ones (whole IMDB validation reviews), dynamic
-# batching against batches of one (--max-batch-requests 1) and, at 64 clients, without batch
-# invariance (--no-batch-invariance), and the offline `linformer predict`
-# throughput on the same texts; then a soak (64 clients) that samples the server's resident
-# memory every 10 s. Results go to OUT/*.txt and one line per run to OUT/results.tsv.
+# short texts (SST-2 dev sentences) and long ones (whole IMDB validation reviews), in f32 and
+# int8, with batch invariance (the default) and without (--no-batch-invariance), against the
+# offline `linformer predict` throughput on the same texts in the same precision; optionally
+# batches of one (--max-batch-requests 1) and a soak (64 clients) that samples the server's
+# resident memory every 10 s. Results go to OUT/*.txt and one line per run to OUT/results.tsv.
 # Stages are resumable: a run whose result file exists is skipped (delete it to run it again).
 #
 # Usage: bench/serve/serve_bench.sh BUILD OUT [SECONDS] [SOAK_SECONDS]
-#   e.g. bench/serve/serve_bench.sh build runs/serve-bench 20 600
+#   SECONDS per row (default 10), SOAK_SECONDS (default 0: no soak).
+#   Environment: TEXTS="short long", PRECISIONS="f32 int8", CLIENTS="1 8 64",
+#   MODES="batched no-invariance" (and/or one-per-batch); PREPARE_ONLY=1 stops once the models
+#   and texts are made (finetuning: run that part outside /work/quiet, which pauses trainings).
+#   e.g. bench/serve/serve_bench.sh build runs/serve-bench && \
+#        TEXTS=short PRECISIONS=f32 /work/quiet bench/serve/serve_bench.sh build runs/serve-bench
 set -euo pipefail
 build=$(cd "${1:?usage: serve_bench.sh BUILD OUT [SECONDS] [SOAK_SECONDS]}" && pwd)
 out=${2:?usage: serve_bench.sh BUILD OUT [SECONDS] [SOAK_SECONDS]}
-secs=${3:-20}
-soak=${4:-600}
+secs=${3:-10}
+soak=${4:-0}
+texts_sel=${TEXTS:-short long}
+precisions=${PRECISIONS:-f32 int8}
+clients=${CLIENTS:-1 8 64}
+modes=${MODES:-batched no-invariance}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 data=${DATA:-$src/../shared/data}
 lf="$build/linformer"
@@ -72,34 +81,46 @@ done = function(summary, latency, requests)
     summary.errors.read + summary.errors.write + summary.errors.timeout))
 end
 LUA
+[[ ${PREPARE_ONLY:-0} == 1 ]] && { echo "serve_bench: models and texts ready in $out"; exit 0; }
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 [[ -f "$out/results.tsv" ]] ||
-  printf 'cpu\ttexts\tmode\tclients\tinputs_per_s\ttokens_per_s\tp50_ms\tp99_ms\terrors\n' > "$out/results.tsv"
+  printf 'cpu\ttexts\tprecision\tmode\tclients\tinputs_per_s\ttokens_per_s\tp50_ms\tp99_ms\terrors\tload1\n' > "$out/results.tsv"
 
 # ---- Offline: `linformer predict` on the same texts (its own batching, whole file).
-for t in short long; do
-  m=$([[ $t == short ]] && echo sst2 || echo imdb)
-  f="$out/offline-$t.txt"
-  [[ -f "$f" ]] && continue
-  start=$(date +%s.%N)
-  "$lf" predict --model "$out/models/$m/best" --input "$out/$t.txt" --output /dev/null 2> "$f.log"
-  end=$(date +%s.%N)
-  n=$(wc -l < "$out/$t.txt")
-  python3 -c "import sys; n, s = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); print(f'RESULT inputs={n} seconds={s:.3f} inputs_per_s={n / s:.1f}')" \
-    "$n" "$start" "$end" > "$f"
-  printf '%s\t%s\toffline predict\t-\t%s\t\t\t\t0\n' "$cpu" "$t" \
-    "$(sed -n 's/.*inputs_per_s=\([0-9.]*\).*/\1/p' "$f")" >> "$out/results.tsv"
+for t in $texts_sel; do
+  for p in $precisions; do
+    m=$([[ $t == short ]] && echo sst2 || echo imdb)
+    f="$out/offline-$t-$p.txt"
+    [[ -f "$f" ]] && continue
+    # The best of three runs (process start and model load included, as a user runs it).
+    best=""
+    for _ in 1 2 3; do
+      start=$(date +%s.%N)
+      "$lf" predict --model "$out/models/$m/best" --precision "$p" --input "$out/$t.txt" \
+        --output /dev/null 2> "$f.log"
+      end=$(date +%s.%N)
+      s=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$end")
+      best=$(python3 -c "import sys; a = sys.argv[1]; print(min(float(a), float(sys.argv[2])) if a else sys.argv[2])" "$best" "$s")
+    done
+    n=$(wc -l < "$out/$t.txt")
+    python3 -c "import sys; n, s = int(sys.argv[1]), float(sys.argv[2]); print(f'RESULT inputs={n} seconds={s:.3f} inputs_per_s={n / s:.1f}')" \
+      "$n" "$best" > "$f"
+    printf '%s\t%s\t%s\toffline predict\t-\t%s\t\t\t\t0\t%s\n' "$cpu" "$t" "$p" \
+      "$(sed -n 's/.*inputs_per_s=\([0-9.]*\).*/\1/p' "$f")" "$(cut -d' ' -f1 /proc/loadavg)" \
+      >> "$out/results.tsv"
+  done
 done
 
 # ---- The server under wrk.
-serve_run() {  # serve_run TEXTS MODE CLIENTS SECONDS [serve options...]
-  local t=$1 mode=$2 c=$3 s=$4
-  shift 4
-  local f="$out/serve-$t-$mode-c$c.txt"
+serve_run() {  # serve_run TEXTS PRECISION MODE CLIENTS SECONDS [serve options...]
+  local t=$1 p=$2 mode=$3 c=$4 s=$5
+  shift 5
+  local f="$out/serve-$t-$p-$mode-c$c.txt"
   [[ -f "$f" ]] && return
   local m; m=$([[ $t == short ]] && echo sst2 || echo imdb)
-  "$lf" serve --model "$out/models/$m/best" --port 0 --max-concurrent-requests 1024 "$@" \
+  "$lf" serve --model "$out/models/$m/best" --port 0 --max-concurrent-requests 1024 \
+    --precision "$p" "$@" \
     > "$out/serve.out" 2> "$out/serve.log" &
   local pid=$! port=""
   for _ in $(seq 1 600); do
@@ -132,21 +153,27 @@ s = float(kv["seconds"])
 print(f"inputs_per_s={float(kv['requests']) / s:.1f} tokens_per_s={float(sys.argv[2]) / s:.0f} "
       f"p50_ms={kv['p50_ms']} p99_ms={kv['p99_ms']} errors={kv['errors']}")
 PY
-  printf '%s\t%s\t%s\t%s\t%s\n' "$cpu" "$t" "$mode" "$c" \
-    "$(sed 's/[a-z0-9_]*=//g; s/ /\t/g' "$f")" >> "$out/results.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cpu" "$t" "$p" "$mode" "$c" \
+    "$(sed 's/[a-z0-9_]*=//g; s/ /\t/g' "$f")" "$(cut -d' ' -f1 /proc/loadavg)" >> "$out/results.tsv"
 }
-for t in short long; do
-  for c in 1 8 64; do
-    serve_run "$t" batched "$c" "$secs"
-    serve_run "$t" one-per-batch "$c" "$secs" --max-batch-requests 1
-    # What batch invariance (the default) costs where batches are largest.
-    [[ $c == 64 ]] && serve_run "$t" batched-no-invariance "$c" "$secs" --no-batch-invariance
+for t in $texts_sel; do
+  for p in $precisions; do
+    for c in $clients; do
+      for mode in $modes; do
+        case $mode in
+          batched) serve_run "$t" "$p" batched "$c" "$secs" ;;
+          no-invariance) serve_run "$t" "$p" no-invariance "$c" "$secs" --no-batch-invariance ;;
+          one-per-batch) serve_run "$t" "$p" one-per-batch "$c" "$secs" --max-batch-requests 1 ;;
+          *) echo "serve_bench: unknown mode $mode" >&2; exit 2 ;;
+        esac
+      done
+    done
   done
 done
 
 # ---- Soak: 64 clients on short texts for SOAK_SECONDS, resident memory every 10 s.
 f="$out/soak.tsv"
-if [[ ! -f "$f" ]]; then
+if ((soak > 0)) && [[ ! -f "$f" ]]; then
   "$lf" serve --model "$out/models/sst2/best" --port 0 > "$out/serve.out" 2> "$out/soak.log" &
   pid=$!
   for _ in $(seq 1 600); do
@@ -168,5 +195,7 @@ if [[ ! -f "$f" ]]; then
   mv "$f.part" "$f"
 fi
 column -t -s $'\t' "$out/results.tsv"
-echo "soak (resident memory, MB):"
-column -t "$f"
+if [[ -f "$f" ]]; then
+  echo "soak (resident memory, MB):"
+  column -t "$f"
+fi

@@ -125,9 +125,9 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
 }
 
 // Packs the weights for the compute type if they changed since the last packing, and sets
-// their row tiles: fixed in batch-invariant inference, none otherwise.
-void Model::Impl::ensure_packed() {
-  const int64_t tile = invariant ? kInvariantRows : 0;
+// their row tiles: fixed for the padded length N in batch-invariant inference, none otherwise.
+void Model::Impl::ensure_packed(int64_t N) {
+  const int64_t tile = invariant ? invariant_rows(N) : 0;
   for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in, int64_t layer) {
     if (!packed_current) l.packed.pack(l.w, out, in, layer_compute(layer));
     l.packed.set_row_tile(tile);
@@ -293,7 +293,7 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
     gbase();
     zero(dhid, R * cfg.d_model);
   } else {
-    ensure_packed();
+    ensure_packed(N);
     input_copies = std::max(input_copies, input_copy_bytes());
   }
   proj->refresh();

@@ -5,6 +5,7 @@
 //   init.cpp     parameter initialisation
 // The layer itself lives in layers/ (encoder_layer.h, attention_path.h).
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -50,8 +51,14 @@ struct Model::Impl : Layout {
   bool invariant = false;
   bool batch_invariant() const { return invariant && !train; }
   // Rows of the fixed tiles of every linear map, and of the layers' row blocks, in
-  // batch-invariant inference.
+  // batch-invariant inference: 64, or for a padded length N below 64, N rounded up to a
+  // multiple of 8 (a block holds one sequence's rows: a 24-row sentence padded to a 64-row
+  // tile cost 2.7x its work in the maps). A function of N only, so a sequence still gets the
+  // same bits in any batch of the same padded length. The heads keep kInvariantRows.
   static constexpr int64_t kInvariantRows = 64;
+  static int64_t invariant_rows(int64_t N) {
+    return std::min<int64_t>(kInvariantRows, std::max<int64_t>(8, (N + 7) / 8 * 8));
+  }
   // The classification head's maps packed in f32 for batch-invariant inference
   // (Linear::packed of cls_dense and cls_out), made on first use after the weights change.
   bool cls_packed_current = false;
@@ -136,7 +143,8 @@ struct Model::Impl : Layout {
   LayerContext layer_context();
 
   // Packing lifecycle of the inference weights (model.cpp).
-  void ensure_packed();
+  // N: the padded length of the pass (sets the row tiles of batch-invariant inference).
+  void ensure_packed(int64_t N);
   void weights_changed();
   void drop_packed();  // the inference copies of the weights (Linear::packed)
   size_t packed_bytes() const;

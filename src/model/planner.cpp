@@ -15,7 +15,7 @@ constexpr int64_t kInferRows = 256;
 
 // Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
 // there would be fewer than two blocks per thread. (Batch-invariant inference uses
-// kInvariantRows whatever the shape.)
+// invariant_rows(N) whatever B is.)
 int64_t infer_chunk(int64_t B, int64_t N) {
   int64_t c = std::min<int64_t>(kInferRows, N);
   const int64_t want = 2 * num_threads();
@@ -157,7 +157,7 @@ size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.hid = Lo.xs[L];  // pre-norm: the final LayerNorm runs in place
   // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
   // FFN hidden [c,F]; attention scores.
-  const int64_t ch = invariant ? kInvariantRows : infer_chunk(B, N);
+  const int64_t ch = invariant ? invariant_rows(N) : infer_chunk(B, N);
   const AttnDims d{/*B=*/B,
                    /*N=*/N,
                    /*Lk=*/ap.key_length(N, maxK),

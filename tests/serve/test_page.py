@@ -2,7 +2,8 @@
 """The page at GET / in a real browser (Debian's headless chromium, driven by chromedriver
 through Selenium): it shows the model, classifies pasted texts with their labels and scores
 (the same as POST /predict), compares texts by their embeddings (the same as POST /embed),
-and shows the server's error message for a text that is too long.
+ranks texts against a query with a pair classifier (the same as POST /rerank), and shows the
+server's error message for a text that is too long.
 Usage: LINFORMER_BIN=build/linformer test_page.py"""
 import json
 import os
@@ -78,6 +79,28 @@ class Page(unittest.TestCase):
                 dot = sum(a * b for a, b in zip(vecs[i], vecs[j]))
                 self.assertAlmostEqual(sims[3 * i + j], dot, places=3)
         self.assertAlmostEqual(sims[1], 1.0, places=3)  # the same text twice
+
+    def test_rerank(self):
+        self.open(["a query", "a text"])
+        self.assertFalse(self.browser.find_element(By.ID, "rerank").is_enabled())  # single-text model
+        pairs = su.Server(su.make_classifier(self.root, "pairs", pairs=True))
+        try:
+            lines = ["the plot", "it was good", "really bad acting", "good good film"]
+            self.browser.get(f"http://127.0.0.1:{pairs.port}/")
+            self.wait.until(lambda b: b.find_element(By.ID, "rerank").is_enabled())
+            box = self.browser.find_element(By.ID, "texts")
+            box.clear()
+            box.send_keys("\n".join(lines))
+            self.browser.find_element(By.ID, "rerank").click()
+            self.wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "tr.rank")) == 3)
+            status, ref = pairs.post("/rerank", {"query": lines[0], "texts": lines[1:]})
+            rows = self.browser.find_elements(By.CSS_SELECTOR, "tr.rank")
+            for row, r in zip(rows, ref):
+                cells = row.find_elements(By.TAG_NAME, "td")
+                self.assertEqual(cells[1].text, lines[1 + r["index"]])
+                self.assertAlmostEqual(float(cells[2].text), r["score"], places=4)
+        finally:
+            pairs.close()
 
     def test_error_is_shown(self):
         self.open([" ".join(["good"] * 200)])

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -170,6 +171,34 @@ class SingleTextClassifier(unittest.TestCase, ErrorShape):
             c.close()
         self.assertLess(statistics.median(times), 0.015, times)
 
+    def test_a_burst_of_new_connections_is_accepted_at_once(self):
+        # httplib's listen backlog of 5 made most of 64 simultaneous connections wait for the
+        # client kernel's SYN retry (1 s, then 3 s); the server now listens with a larger one.
+        n = 64
+        times = [None] * n
+        barrier = threading.Barrier(n)
+
+        def one(i):
+            barrier.wait(timeout=60)
+            t = time.perf_counter()
+            c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=30)
+            try:
+                c.request("GET", "/health")
+                r = c.getresponse()
+                r.read()
+                times[i] = (time.perf_counter() - t, r.status)
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertTrue(all(t is not None and t[1] == 200 for t in times), times)
+        slow = [t[0] for t in times if t[0] >= 0.9]
+        self.assertEqual(slow, [], f"{len(slow)} of {n} connections took a SYN retry")
+
 
 class PairClassifier(unittest.TestCase, ErrorShape):
     @classmethod
@@ -299,6 +328,16 @@ class RunFolders(unittest.TestCase):
         p = subprocess.run([su.BIN, "info", "--model", run], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("using its last model", p.stderr)
+        # finetune --init-from takes a (pretrain) run folder the same way.
+        with open(os.path.join(ROOT, "ft_train.tsv"), "w") as f:
+            f.write(su.tsv_rows(32, 1))
+        p = subprocess.run([su.BIN, "finetune", "--init-from", run, "--train",
+                            os.path.join(ROOT, "ft_train.tsv"), "--out", os.path.join(ROOT, "ft_run"),
+                            "--epochs", "1", "--batch-size", "16", "--quiet"],
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--init-from " + run + " is a run folder: using its last model", p.stderr)
         empty = os.path.join(ROOT, "empty_run")
         os.makedirs(empty)
         p = subprocess.run([su.BIN, "info", "--model", empty], capture_output=True, text=True, timeout=120)
