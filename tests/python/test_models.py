@@ -43,3 +43,12 @@ def test_models_lists_what_the_program_lists(installed):
 def test_an_unknown_name_lists_the_installed_models(installed):
     with pytest.raises(FileNotFoundError, match="installed models: sentiment-mini, tiny-mini"):
         linformer.Model("linformer-huge")
+
+
+def test_a_run_folder_loads_its_best_model(classifier):
+    import os
+    run = os.path.dirname(classifier)  # RUN/best -> RUN
+    by_run = linformer.Model(run)
+    by_best = linformer.Model(classifier)
+    texts = ["a good film", "a bad film"]
+    np.testing.assert_array_equal(by_run.embed(texts), by_best.embed(texts))
