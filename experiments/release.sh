@@ -247,6 +247,12 @@ stage_ablation() {
 
 stage_corpus() {
   [[ -s "$CORPUS/train.txt" ]] || experiments/build_release_corpus.sh "$CORPUS"
+  # The corpus the released models are trained on: a different build would change their data.
+  if [[ -f "$STATE/corpus.sha256" ]] && ! diff <(corpus_sums "$CORPUS") "$STATE/corpus.sha256" >/dev/null; then
+    echo "release.sh: $CORPUS differs from the release corpus ($STATE/corpus.sha256);" \
+      "rebuild it with experiments/build_release_corpus.sh" >&2
+    exit 1
+  fi
   # One SentencePiece unigram tokenizer for every released model, trained on the training part.
   # The tokenizer saved with the runs (stage save) wins: a retrained one could differ.
   [[ -s "$OUT/tokenizer.model" || ! -s "$STATE/tokenizer.model" ]] ||
