@@ -24,6 +24,8 @@
 # Environment: DATA (../shared/data), OUT (runs/release), CORPUS (runs/corpus-release),
 #   TIME_LIMIT (seconds per call; 0: none), TOKENS (300000000), ABL_TOKENS (3000000),
 #   PRECISION (f32; give bf16 on a CPU where bf16 products are faster: AMD Zen 4/5, AMX),
+#   LIN_K, LIN_SHARING, LIN_PROJECTION (linformer-mini's attention: 128, headwise, linear, as
+#   the ablation chose), IMDB_TRAIN (the ablation's IMDB training reviews, 5000),
 #   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores), CONVERT_TOKENS
 #   (30000000), CONVERT_K (256), SEEDS ("1 2 3"), EPOCHS (2).
 set -euo pipefail
@@ -271,7 +273,7 @@ stage_pretrain() {
           --config "$(config "$m" standard 512 128 layerwise)" ;;
       linformer-mini)
         pretrain "$OUT/pre/$m" "$CORPUS" "$OUT/tokenizer.model" "$TOKENS" 16 \
-          --config "$(config "$m" linformer 512 "${LIN_K:-128}" "${LIN_SHARING:-layerwise}" "${LIN_PROJECTION:-linear}")" ;;
+          --config "$(config "$m" linformer 512 "${LIN_K:-128}" "${LIN_SHARING:-headwise}" "${LIN_PROJECTION:-linear}")" ;;
       *) echo "unknown model $m" >&2; exit 2 ;;
     esac
   done
