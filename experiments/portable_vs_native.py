@@ -3,8 +3,8 @@
 alternating A B A B ... in one process tree, so both see the same machine state; prints each
 configuration's median and fastest time per build and the ratios portable / native (above 1:
 the portable build is slower); on a shared machine the fastest of the rounds is the steadier
-figure. Run it under /work/quiet on a shared machine (docs/benchmarks.md, "Portable
-and native builds").
+figure. Run it with nothing else running (docs/benchmarks.md, "Portable and native
+builds").
 
 usage: experiments/portable_vs_native.py NATIVE_BIN PORTABLE_BIN ROUNDS -- BENCH_ARGS...
 e.g.   experiments/portable_vs_native.py build-native/linformer build/linformer 3 -- \

@@ -12,9 +12,9 @@
 #   SECONDS per row (default 10), SOAK_SECONDS (default 0: no soak).
 #   Environment: TEXTS="short long", PRECISIONS="f32 int8", CLIENTS="1 8 64",
 #   MODES="batched no-invariance" (and/or one-per-batch); PREPARE_ONLY=1 stops once the models
-#   and texts are made (finetuning: run that part outside /work/quiet, which pauses trainings).
-#   e.g. bench/serve/serve_bench.sh build runs/serve-bench && \
-#        TEXTS=short PRECISIONS=f32 /work/quiet bench/serve/serve_bench.sh build runs/serve-bench
+#   and texts are made. Measure with nothing else running on the machine.
+#   e.g. bench/serve/serve_bench.sh build runs/serve-bench
+#        TEXTS=short PRECISIONS=f32 bench/serve/serve_bench.sh build runs/serve-bench
 set -euo pipefail
 build=$(cd "${1:?usage: serve_bench.sh BUILD OUT [SECONDS] [SOAK_SECONDS]}" && pwd)
 out=${2:?usage: serve_bench.sh BUILD OUT [SECONDS] [SOAK_SECONDS]}
