@@ -206,22 +206,13 @@ stage_save() {
   return 0
 }
 
-# imdb NAME MODEL EPOCHS ARGS...: IMDB finetuning (n 512, head+tail) and its evaluation.
+# imdb RUN MODEL EPOCHS ARGS...: the ablation's IMDB finetuning (n 512, head+tail) and its
+# evaluation (cls).
 imdb() {
   local run=$1 model=$2 epochs=$3; shift 3
-  [[ -f "$run/eval.json" ]] && { echo "$(basename "$run"): done"; return 0; }
-  mkdir -p "$(dirname "$run")"
-  if [[ -f "$run/train_args.json" ]]; then
-    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$run.log" 2>&1
-  else
-    "$LF" finetune --out "$run" --init-from "$model" --train "$DATA/imdb/train.tsv" \
-      --dev "$DATA/imdb/val.tsv" --max-train "${IMDB_TRAIN:-5000}" --max-len 512 \
-      --truncate head+tail --epochs "$epochs" --batch-size 16 --lr 1e-4 --seed 1 \
-      --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" >"$run.log" 2>&1
-  fi
-  [[ -d "$run/model" ]] &&
-    "$LF" evaluate --model "$run/best" --data "$DATA/imdb/val.tsv" --json "$run/eval.json" >>"$run.log" 2>&1
-  return 0
+  cls "$run" "$DATA/imdb/val.tsv" --init-from "$model" --train "$DATA/imdb/train.tsv" \
+    --max-train "${IMDB_TRAIN:-5000}" --max-len 512 --truncate head+tail --epochs "$epochs" \
+    --batch-size 16 --lr 1e-4 --seed 1 "$@"
 }
 
 stage_ablation() {
