@@ -95,13 +95,14 @@ std::string resolve_model(const std::string& arg) {
   std::error_code ec;
   if (arg.empty() || fs::exists(arg, ec)) return arg;
   const bool bare = arg.find('/') == std::string::npos && arg != "." && arg != "..";
-  if (bare)
-    for (const InstalledModel& m : installed_models())
-      if (m.name == arg) return m.path;
+  const std::vector<std::string> dirs = model_search_path();
+  if (bare)  // the first search folder holding it, as installed_models() lists it
+    for (const std::string& d : dirs)
+      if (is_model_folder(fs::path(d) / arg)) return (fs::path(d) / arg).string();
   std::string list;
   for (const InstalledModel& m : installed_models()) list += (list.empty() ? "" : ", ") + m.name;
   std::string where;
-  for (const std::string& d : model_search_path()) where += "\n  " + d;
+  for (const std::string& d : dirs) where += "\n  " + d;
   fail("model ", arg, bare ? " is neither a folder nor an installed model" : " does not exist",
        list.empty() ? std::string("; no model is installed") : "; installed models: " + list,
        " (`linformer models` lists them; searched:", where, ")");
