@@ -296,10 +296,9 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
              " tokens, fewer than the sequences of ", n);
     if (!Tokenizer::files_in(opt.teacher).empty()) {
       const Tokenizer tt(opt.teacher);
-      LF_CHECK(tt.vocab_size() == tok.vocab_size() && tt.piece(tok.vocab_size() / 2) ==
-                                                         tok.piece(tok.vocab_size() / 2) &&
-                   tt.piece(tok.vocab_size() - 1) == tok.piece(tok.vocab_size() - 1),
-               "pretrain: --teacher ", opt.teacher,
+      bool same = tt.vocab_size() == tok.vocab_size();
+      for (int32_t id = 0; same && id < tok.vocab_size(); ++id) same = tt.piece(id) == tok.piece(id);
+      LF_CHECK(same, "pretrain: --teacher ", opt.teacher,
                "'s tokenizer differs from the run's: the teacher must use the same tokenizer");
     }
     teacher->set_compute_type(opt.precision);
