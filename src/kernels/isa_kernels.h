@@ -59,6 +59,19 @@ struct Kernels {
   void (*quantize_row_u8)(uint8_t* q, float* scale, const float* x, int64_t n, int qmax);
   void (*dequantize_row)(float* o, const int32_t* a, int64_t N, float rs, const float* cs,
                          const int32_t* off, const float* bias, int op);
+  // LayerNorm of rows rows of C (ops.h layernorm_forward): y, and y16 (or null) rounded to bf16,
+  // mean/rstd per row (either null). x2 non-null: the residual sum = x + x2 first, written
+  // to sum and normalised (add_layernorm_forward).
+  void (*layernorm_rows)(float* y, uint16_t* y16, float* mean, float* rstd, float* sum,
+                         const float* x, const float* x2, const float* w, const float* b,
+                         int64_t rows, int64_t C, float eps);
+  // One row of layernorm_backward: dx = (or += with add) the input gradient; pw, pb += the
+  // row's share of the weight and bias gradients.
+  void (*layernorm_backward_row)(float* dx, float* pw, float* pb, const float* g, const float* x,
+                                 const float* w, float m, float rs, int64_t C, bool add);
+  // y[i] = a[i] + b[i] + c[i] (the embedding sum); acc[i] += x[i] (bias gradients' sums).
+  void (*add3_n)(float* y, const float* a, const float* b, const float* c, int64_t n);
+  void (*add_n)(float* acc, const float* x, int64_t n);
   // Exact attention's streaming kernel (attention_block.h); attend_head null where the level
   // has none (baseline: the callers use gemm), attend_bf16 whether it takes bf16 operands.
   bool attend_bf16;

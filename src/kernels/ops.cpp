@@ -125,11 +125,9 @@ void linear_backward(const LinearGrads& grads, ActIn dy, ActIn x, const Weight& 
          into == GradInto::add ? 1.f : 0.f, dinp, in);
   if (db) {
     PhaseScope ps(Phase::elementwise);
+    const auto add_n = isa::kernels().add_n;
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* g = dout + r * out_f;
-        for (int64_t c = c0; c < c1; ++c) db[c] += g[c];
-      }
+      for (int64_t r = 0; r < rows; ++r) add_n(db + c0, dout + r * out_f + c0, c1 - c0);
     });
   }
 }
@@ -146,70 +144,26 @@ void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const fl
   Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
 }
 
-namespace {
-
-// LayerNorm of one row x [C] into y (and y16), its mean and 1/std into *mean, *rstd (either
-// may be null). s: the row's sum, taken by the caller in its own pass over x (double
-// accumulators, vectorised); then the variance about the mean and one fused normalise pass.
-void layernorm_row(float* y, uint16_t* y16, float* mean, float* rstd, const float* x, double s,
-                   const float* w, const float* b, int64_t C, float eps) {
-  const float m = static_cast<float>(s / C);
-  double v = 0.0;
-#pragma omp simd reduction(+ : v)
-  for (int64_t i = 0; i < C; ++i) {
-    const float d = x[i] - m;
-    v += static_cast<double>(d) * d;
-  }
-  const float rs = static_cast<float>(1.0 / std::sqrt(v / C + eps));
-#pragma omp simd
-  for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * rs * w[i] + b[i];
-  if (y16) vm::to_bf16_n(y16, y, C);
-  if (mean) *mean = m;
-  if (rstd) *rstd = rs;
-}
-
-}  // namespace
-
 void layernorm_forward(Act y, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int64_t rows, int64_t C, float eps) {
-  float* out = y.f;
-  uint16_t* out16 = y.h;
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
-  LF_DCHECK(rows == 0 || (out && inp && w && b), "layernorm_forward: null pointer");
-  PhaseScope ps(Phase::elementwise);
-  parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* x = inp + r * C;
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < C; ++i) s += x[i];
-      layernorm_row(out + r * C, out16 ? out16 + r * C : nullptr, mean ? mean + r : nullptr,
-                    rstd ? rstd + r : nullptr, x, s, w, b, C, eps);
-    }
-  });
+  LF_DCHECK(rows == 0 || (y.f && inp && w && b), "layernorm_forward: null pointer");
+  add_layernorm_forward(nullptr, y, mean, rstd, inp, nullptr, w, b, rows, C, eps);
 }
 
 void add_layernorm_forward(float* sum, Act normed, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
                            float eps) {
-  float* out = normed.f;
-  uint16_t* out16 = normed.h;
   LF_DCHECK(rows >= 0 && C > 0, "add_layernorm_forward: bad shape rows=", rows, " C=", C);
-  LF_DCHECK(rows == 0 || (sum && out && x && y && w && b), "add_layernorm_forward: null pointer");
+  LF_DCHECK(rows == 0 || (normed.f && x && w && b && (!y || sum)),
+            "add_layernorm_forward: null pointer");
   PhaseScope ps(Phase::elementwise);
+  const auto rows_kernel = isa::kernels().layernorm_rows;  // the level's vector form
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float *xr = x + r * C, *yr = y + r * C;
-      float* a = sum + r * C;
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < C; ++i) {
-        a[i] = xr[i] + yr[i];
-        s += a[i];
-      }
-      layernorm_row(out + r * C, out16 ? out16 + r * C : nullptr, mean ? mean + r : nullptr,
-                    rstd ? rstd + r : nullptr, a, s, w, b, C, eps);
-    }
+    const int64_t o = r0 * C;
+    rows_kernel(normed.f + o, normed.h ? normed.h + o : nullptr, mean ? mean + r0 : nullptr,
+                rstd ? rstd + r0 : nullptr, y ? sum + o : nullptr, x + o, y ? y + o : nullptr, w,
+                b, r1 - r0, C, eps);
   });
 }
 
@@ -233,6 +187,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
   const DropoutMask mask(drop ? also->p : 0.f, drop ? also->seed : 0, drop ? also->stream : 0,
                          drop ? also->first : 0);
   const float keep_scale = drop ? 1.f / (1.f - also->p) : 1.f;
+  const auto backward_row = isa::kernels().layernorm_backward_row;
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     float* pw = part + thread_id() * per;
     float* pb = pw + C;
@@ -242,23 +197,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
       const float* x = inp + r * C;
       const float* g = dout + r * C;
       float* dx = dinp + r * C;
-      const float m = mean[r], rs = rstd[r];
-      double sum_g = 0.0, sum_gx = 0.0;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-      for (int64_t i = 0; i < C; ++i) {
-        const float xhat = (x[i] - m) * rs;
-        const float gw = g[i] * w[i];
-        sum_g += gw;
-        sum_gx += static_cast<double>(gw) * xhat;
-        pw[i] += xhat * g[i];
-        pb[i] += g[i];
-      }
-      const float mg = static_cast<float>(sum_g / C), mgx = static_cast<float>(sum_gx / C);
-#pragma omp simd
-      for (int64_t i = 0; i < C; ++i) {
-        const float xhat = (x[i] - m) * rs;
-        dx[i] = (add ? dx[i] : 0.f) + rs * (g[i] * w[i] - mg - xhat * mgx);
-      }
+      backward_row(dx, pw, pb, g, x, w, mean[r], rstd[r], C, add);
       if (!also) continue;
       const float* gr = dx;  // the row of dropout_backward(dx), as dropout_backward writes it
       if (drop) {

@@ -129,13 +129,11 @@ void embedding_forward(float* out, const int32_t* ids, const float* word, const 
   LF_DCHECK(out && ids && word && pos && type, "embedding_forward: null pointer");
   PhaseScope ps(Phase::elementwise);
   const int64_t N = d.N, C = d.C, pos_offset = d.pos_offset;
+  const auto add3_n = isa::kernels().add3_n;
   parallel_for(0, d.B * N, row_grain(C), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* we = word + static_cast<int64_t>(ids[r]) * C;
-      const float* pe = pos + (r % N + pos_offset) * C;
-      float* y = out + r * C;
-      for (int64_t i = 0; i < C; ++i) y[i] = we[i] + pe[i] + type[i];
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      add3_n(out + r * C, word + static_cast<int64_t>(ids[r]) * C,
+             pos + (r % N + pos_offset) * C, type, C);
   });
 }
 

@@ -25,6 +25,14 @@ void quantize_row_s8(int8_t* q, float* scale, const float* x, int64_t n, int qma
 void quantize_row_u8(uint8_t* q, float* scale, const float* x, int64_t n, int qmax);
 void dequantize_row(float* o, const int32_t* a, int64_t N, float rs, const float* cs,
                     const int32_t* off, const float* bias, int op);
+// row_kernels.cpp
+void layernorm_rows(float* y, uint16_t* y16, float* mean, float* rstd, float* sum, const float* x,
+                    const float* x2, const float* w, const float* b, int64_t rows, int64_t C,
+                    float eps);
+void layernorm_backward_row(float* dx, float* pw, float* pb, const float* g, const float* x,
+                            const float* w, float m, float rs, int64_t C, bool add);
+void add3_n(float* y, const float* a, const float* b, const float* c, int64_t n);
+void add_n(float* acc, const float* x, int64_t n);
 
 namespace {
 
@@ -125,6 +133,10 @@ const Kernels& table() {
       quantize_row_s8,
       quantize_row_u8,
       dequantize_row,
+      layernorm_rows,
+      layernorm_backward_row,
+      add3_n,
+      add_n,
       LF_ATTN_BF16,
       LF_ATTN_WORK,
       LF_ATTN_HEAD,
