@@ -66,6 +66,40 @@ TEST_P(VecMath, GeluMatchesTheScalarOneAndErf) {
 // gelu_fast_n (int8's FFN epilogue) against the exact erf form, within the stated 1e-6 (1 + |x|)
 // on a sweep past the clamp, on every path (its vector lanes, the masked tail and the scalar
 // form agree), and on special values: NaN stays NaN, +inf gives +inf, -inf NaN (as gelu_n).
+// gelu_backward_n (d += g GELU'(x)) and gelu_backward_inplace_n (d *= GELU'(x)) against the
+// derivative of the exact erf form, in double, on every lane count and tail length.
+TEST_P(VecMath, GeluGradientMatchesTheDerivativeOfErf) {
+  const std::vector<float> x = sweep(-12.f, 12.f, 24001);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> d(n), g(n), scaled(n);
+  for (int64_t i = 0; i < n; ++i) {
+    d[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+    g[i] = 1.f + 0.125f * static_cast<float>(i % 5);
+    scaled[i] = g[i];
+  }
+  const std::vector<float> d0 = d;
+  for (int64_t len : {n, int64_t{1}, int64_t{7}, int64_t{9}, int64_t{17}, int64_t{33}}) {
+    d = d0;
+    scaled = g;
+    vm::gelu_backward_n(d.data(), x.data(), g.data(), len);
+    vm::gelu_backward_inplace_n(scaled.data(), x.data(), len);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      const double grad = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+                          v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      if (i >= len) {  // past the length: untouched
+        ASSERT_EQ(d[i], d0[i]) << "len " << len << " i " << i;
+        ASSERT_EQ(scaled[i], g[i]) << "len " << len << " i " << i;
+        continue;
+      }
+      ASSERT_NEAR(d[i], d0[i] + g[i] * grad, 2e-6 * (1 + std::fabs(d0[i] + g[i] * grad)))
+          << "x = " << x[i] << " len " << len;
+      ASSERT_NEAR(scaled[i], g[i] * grad, 2e-6 * (1 + std::fabs(g[i] * grad)))
+          << "x = " << x[i] << " len " << len;
+    }
+  }
+}
+
 TEST_P(VecMath, GeluFastWithinItsBoundOfErf) {
   std::vector<float> x = sweep(-12.f, 12.f, 48001);
   for (float v : sweep(-1e-3f, 1e-3f, 101)) x.push_back(v);

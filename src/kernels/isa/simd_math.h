@@ -130,7 +130,8 @@ inline __m256 exp8(__m256 x) {
   res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), huge);
   return _mm256_blendv_ps(res, x_in, nan);
 }
-inline __m256 gelu8(__m256 x) {
+// Phi(x), phi_scalar's formula.
+inline __m256 phi8(__m256 x) {
   const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
   __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
   z = _mm256_min_ps(z, _mm256_set1_ps(10.f));
@@ -141,8 +142,14 @@ inline __m256 gelu8(__m256 x) {
   const __m256 half_e =
       _mm256_mul_ps(_mm256_mul_ps(t, exp8(_mm256_fnmadd_ps(z, z, p))), _mm256_set1_ps(0.5f));
   const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  return _mm256_mul_ps(x,
-                       _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, neg));
+  return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, neg);
+}
+inline __m256 gelu8(__m256 x) { return _mm256_mul_ps(x, phi8(x)); }
+inline __m256 gelu_grad8(__m256 x) {
+  const __m256 pdf =
+      _mm256_mul_ps(_mm256_set1_ps(kInvSqrt2Pi),
+                    exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x))));
+  return _mm256_fmadd_ps(x, pdf, phi8(x));
 }
 inline __m256 gelu_fast8(__m256 x) {
   __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
@@ -212,7 +219,8 @@ inline void gelu_n(float* y, const float* x, int64_t n) { apply_n<GeluOp>(y, x, 
 inline void gelu_fast_n(float* y, const float* x, int64_t n) { apply_n<GeluFastOp>(y, x, n); }
 
 // d[i] = Op(d[i], x[i], g[i]) for n elements, g read only when Op::kUsesG: with AVX-512
-// sixteen at a time and the tail masked, else one at a time (Op::scalar).
+// sixteen at a time and the tail masked, with AVX2 eight at a time and the tail one at a time,
+// else one at a time (Op::scalar).
 template <typename Op>
 inline void update_n(float* d, const float* x, const float* g, int64_t n) {
   int64_t i = 0;
@@ -227,6 +235,11 @@ inline void update_n(float* d, const float* x, const float* g, int64_t n) {
     _mm512_mask_storeu_ps(d + i, m, lanes(m));
     return;
   }
+#elif defined(LF_VM_AVX2)
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = Op::kUsesG ? _mm256_loadu_ps(g + i) : _mm256_setzero_ps();
+    _mm256_storeu_ps(d + i, Op::lanes8(_mm256_loadu_ps(d + i), _mm256_loadu_ps(x + i), gv));
+  }
 #endif
   for (; i < n; ++i) d[i] = Op::scalar(d[i], x[i], Op::kUsesG ? g[i] : 0.f);
 }
@@ -238,6 +251,8 @@ struct GeluGradAccumulate {  // d + g * GELU'(x)
   static __m512 lanes16(__m512 d, __m512 x, __m512 g) {
     return _mm512_fmadd_ps(g, gelu_grad16(x), d);
   }
+#elif defined(LF_VM_AVX2)
+  static __m256 lanes8(__m256 d, __m256 x, __m256 g) { return _mm256_fmadd_ps(g, gelu_grad8(x), d); }
 #endif
 };
 struct GeluGradScale {  // d * GELU'(x)
@@ -245,6 +260,8 @@ struct GeluGradScale {  // d * GELU'(x)
   static float scalar(float d, float x, float) { return d * gelu_grad_scalar(x); }
 #if defined(__AVX512F__)
   static __m512 lanes16(__m512 d, __m512 x, __m512) { return _mm512_mul_ps(d, gelu_grad16(x)); }
+#elif defined(LF_VM_AVX2)
+  static __m256 lanes8(__m256 d, __m256 x, __m256) { return _mm256_mul_ps(d, gelu_grad8(x)); }
 #endif
 };
 
