@@ -72,8 +72,11 @@ pretrain() {
   if finished "$run"; then
     echo "$(basename "$run"): done"
   elif [[ -f "$run/train_args.json" ]]; then
+    session "$run"
     "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$run.log"
   else
+    mkdir -p "$run"
+    session "$run"
     local steps=$(( (tokens + batch * 512 - 1) / (batch * 512) ))
     local every=$(( steps / 40 > 50 ? steps / 40 : 50 ))
     mkdir -p "$(dirname "$run")"
@@ -87,6 +90,18 @@ pretrain() {
     "$LF" perplexity --model "$run/model" --text "$corpus/valid.txt" --seq-len 512 --seed 1 \
       --quiet --json-out "$run/perplexity.json" >/dev/null
   fi
+}
+
+# session RUN: one line per call in RUN/sessions.tsv (the model card's hardware and time): when,
+# the CPU, the kernels and oneDNN path it runs, the precision, threads, the step it starts at.
+session() {
+  local run=$1 f=$1/sessions.tsv step cpu kernels
+  [[ -f "$f" ]] || printf 'started\tcpu\tkernels\tprecision\tthreads\tfrom_step\n' > "$f"
+  step=$(cat "$run/checkpoints/latest" 2>/dev/null | grep -o '[0-9]*$' || true)
+  cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+  kernels=$("$LF" info 2>/dev/null | sed -n 's/^cpu: kernels \([a-z0-9]*\).*/\1/p; s/^cpu: oneDNN.* \([a-z0-9_]*\)$/oneDNN \1/p' | paste -sd' ')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$cpu" "$kernels" "$PRECISION" \
+    "$OMP_NUM_THREADS" "$((10#${step:-0}))" >> "$f"
 }
 
 # corpus_sums CORPUS: the checksums of the corpus a run reads (its data order follows them).
@@ -104,6 +119,7 @@ restore() {
   fi
   mkdir -p "$run/checkpoints"
   cp "$saved"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$run/"
+  [[ -f "$saved/sessions.tsv" ]] && cp "$saved/sessions.tsv" "$run/"
   cp -r "$saved/checkpoints/$(cat "$saved/checkpoints/latest")" "$run/checkpoints/"
   cp "$saved/checkpoints/latest" "$run/checkpoints/"
   [[ -f "$saved/log" ]] && cp "$saved/log" "$run.log"
@@ -195,6 +211,7 @@ stage_save() {
     rm -rf "$dest.tmp"
     mkdir -p "$dest.tmp/checkpoints"
     cp "$run"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$dest.tmp/"
+    [[ -f "$run/sessions.tsv" ]] && cp "$run/sessions.tsv" "$dest.tmp/"
     cp -r "$run/checkpoints/$latest" "$dest.tmp/checkpoints/"
     echo "$latest" > "$dest.tmp/checkpoints/latest"
     [[ -f "$run.log" ]] && cp "$run.log" "$dest.tmp/log"
