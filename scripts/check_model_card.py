@@ -27,7 +27,7 @@ TOKENIZER_FILES = ["tokenizer.model", "tokenizer.json", "vocab.txt", "vocab.json
 
 def front_matter(text):
     """The YAML front matter's top-level keys (a small subset of YAML: `key: value` and
-    `key:` followed by `- item` lines), or None when there is none."""
+    `key:` followed by `- item` lines, indented or not), or None when there is none."""
     if not text.startswith("---\n"):
         return None
     end = text.find("\n---\n", 4)
@@ -42,7 +42,7 @@ def front_matter(text):
         if m:
             current = m.group(1)
             keys[current] = m.group(2).strip()
-        elif current and re.match(r"^\s+-\s*\S", line):
+        elif current and re.match(r"^\s*-\s*\S", line):  # "- item", indented or not
             keys[current] = (keys[current] + " " + line.strip()).strip()
     return keys
 

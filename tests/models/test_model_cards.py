@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """scripts/check_model_card.py on a complete model folder (passes), on the same folder with
 each required part removed in turn (fails, naming the part), and on every released model in
-models/ (each must pass; docs/models.md). Python's unittest only."""
+models/ (each must pass; docs/models.md); experiments/model_card.py on a made-up run folder
+(its card passes the check and states the run's own figures). Python's unittest only."""
+import json
 import glob
 import os
 import re
@@ -13,6 +15,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECK = os.path.join(ROOT, "scripts", "check_model_card.py")
+CARD = os.path.join(ROOT, "experiments", "model_card.py")
 
 GOOD_CARD = """---
 license: apache-2.0
@@ -109,6 +112,11 @@ class ModelCards(unittest.TestCase):
             self.assertEqual(code, 1, fact)
             self.assertIn(f"does not state the {fact}", out)
 
+    def test_lists_may_be_unindented(self):
+        self.write(GOOD_CARD.replace("  - ", "- "))
+        code, out = run(self.dir)
+        self.assertEqual(code, 0, out)
+
     def test_missing_files_and_no_card(self):
         os.remove(os.path.join(self.dir, "tokenizer.model"))
         os.remove(os.path.join(self.dir, "README.md"))
@@ -123,6 +131,87 @@ class ModelCards(unittest.TestCase):
         for d in folders:
             code, out = run(d)
             self.assertEqual(code, 0, out)
+
+
+class CardGenerator(unittest.TestCase):
+    """A pretraining run of 30 steps of 4 x 128 tokens, resumed once (elapsed_s restarts),
+    on two recorded sessions, two SST-2 seeds and a twin: the card must pass the check and
+    carry these figures, worked out here by hand."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.run_dir = os.path.join(self.tmp, "runs", "pre", "tiny-lin")
+        os.makedirs(self.run_dir)
+        cfg = {"attention": "linformer", "k": 16, "sharing": "headwise", "projection": "linear",
+               "max_len": 128, "d_model": 32, "n_heads": 2, "d_ff": 64, "n_layers": 2,
+               "vocab_size": 500}
+        self.put(self.run_dir, "config.json", cfg)
+        self.put(self.run_dir, "train_args.json",
+                 {"batch_size": 4, "seq_len": 128, "steps": 30, "lr": 5e-4, "warmup_steps": 1,
+                  "weight_decay": 0.01, "clip_norm": 1.0, "precision": "f32", "seed": 1,
+                  "mask_prob": 0.15})
+        lines = [{"split": "train", "step": 10, "elapsed_s": 900.0},
+                 {"split": "train", "step": 20, "elapsed_s": 1800.0},
+                 {"split": "valid", "step": 20, "elapsed_s": 1810.0},
+                 {"split": "train", "step": 25, "elapsed_s": 1200.0},  # resumed
+                 {"split": "train", "step": 30, "elapsed_s": 3600.0}]
+        with open(os.path.join(self.run_dir, "metrics.jsonl"), "w") as f:
+            f.write("\n".join(json.dumps(m) for m in lines) + "\n")
+        with open(os.path.join(self.run_dir, "sessions.tsv"), "w") as f:
+            f.write("started\tcpu\tkernels\tprecision\tthreads\tfrom_step\n"
+                    "2026-11-29T09:13:00Z\tIntel(R) Xeon(R) Processor\tavx512bf16\tf32\t1\t0\n"
+                    "2026-11-30T09:00:00Z\tAMD EPYC 9R14\tavx512bf16\tf32\t1\t20\n")
+        self.put(self.run_dir, "perplexity.json", {"ppl": 123.456, "seq_len": 128, "tokens": 4096})
+        twin = os.path.join(self.tmp, "runs", "pre", "tiny-std")
+        os.makedirs(twin)
+        self.put(twin, "perplexity.json", {"ppl": 120.0, "seq_len": 128, "tokens": 4096})
+        for name, accs in (("tiny-lin", (0.80, 0.82)), ("tiny-std", (0.83, 0.83))):
+            for seed, acc in enumerate(accs, 1):
+                d = os.path.join(self.tmp, "runs", "cls", f"sst2-{name}-s{seed}")
+                os.makedirs(d)
+                self.put(d, "eval.json", {"accuracy": acc})
+        self.model = os.path.join(self.tmp, "tiny-lin")
+        os.makedirs(self.model)
+        self.put(self.model, "config.json", cfg)
+        for name in ("model.safetensors", "tokenizer.model"):
+            open(os.path.join(self.model, name), "wb").close()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    @staticmethod
+    def put(folder, name, obj):
+        with open(os.path.join(folder, name), "w") as f:
+            json.dump(obj, f)
+
+    def card(self, *extra):
+        return subprocess.run(
+            [sys.executable, CARD, "--name", "tiny-lin", "--run", self.run_dir, "--out",
+             self.model, *extra], capture_output=True, text=True)
+
+    def test_the_card_passes_and_states_the_runs_figures(self):
+        p = self.card("--finetune",
+                      os.path.join(self.tmp, "runs", "cls", "*-tiny-lin-s*", "eval.json"),
+                      "--twin", "tiny-std=" + os.path.join(self.tmp, "runs", "pre", "tiny-std"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        code, out = run(self.model)
+        self.assertEqual(code, 0, out)
+        with open(os.path.join(self.model, "README.md")) as f:
+            text = f.read()
+        self.assertIn("15,360 (30 steps of 4 x 128 tokens)", text)  # 30 * 4 * 128
+        self.assertIn("1.5 hours of training", text)  # 1800 s + 3600 s
+        self.assertIn("across 2 session(s)", text)
+        self.assertIn("AMD EPYC 9R14; Intel(R) Xeon(R) Processor", text)
+        self.assertIn("k = 16 (headwise sharing", text)
+        self.assertIn("| 123.46 | 120.00 |", text)
+        self.assertIn("81.00 ± 1.41 (2 seeds)", text)  # mean and sample deviation of 80, 82
+        self.assertIn("83.00 ± 0.00 (2 seeds)", text)
+
+    def test_a_folder_that_is_not_a_run_is_refused(self):
+        os.remove(os.path.join(self.run_dir, "train_args.json"))
+        p = self.card()
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("has no train_args.json", p.stderr)
 
 
 if __name__ == "__main__":
