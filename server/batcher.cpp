@@ -80,6 +80,7 @@ void Batcher::stop() {
 void Batcher::load_and_warm_up() {
   cb_ = load_classifier(o_.model_dir, false);
   cb_.model->set_compute_type(o_.precision);
+  cb_.model->set_float_layers(o_.float_layers);  // a layer the model lacks: the load fails
   // A sequence's result depends on its padded length only, not on the rest of the batch
   // (promised in f32 and int8, whose per-token scales and integer sums keep rows apart; bf16
   // runs the same way unchecked).

@@ -69,6 +69,7 @@ struct Job {
 struct BatcherOptions {
   std::string model_dir;
   ComputeType precision = ComputeType::f32;
+  std::vector<int64_t> float_layers;  // encoder layers kept f32 (Model::set_float_layers)
   int threads = 0;                   // compute threads (0: OpenMP's default)
   int64_t max_batch_tokens = 16384;  // padded tokens per batch
   int64_t max_batch_requests = 0;    // sequences per batch (0: no limit but the tokens)

@@ -55,7 +55,7 @@ class Server {
  public:
   explicit Server(const ServeOptions& o)
       : o_(o),
-        batcher_(BatcherOptions{o.model, o.precision, o.threads, o.max_batch_tokens,
+        batcher_(BatcherOptions{o.model, o.precision, o.float_layers, o.threads, o.max_batch_tokens,
                                 o.max_batch_requests, o.batch_wait_ms, o.batch_invariant},
                  &metrics_) {}
 
@@ -218,6 +218,7 @@ std::string Server::on_ready() {
                       : o_.precision == ComputeType::int8 ? "int8"
                                                           : "float32"},
       {"precision", compute_type_name(o_.precision)},
+      {"float_layers", o_.float_layers},
       {"model_type", model_type},
       {"labels", cb.labels.names},
       {"pairs", limits_.model_pairs},

@@ -15,6 +15,7 @@ struct ServeOptions {
   int threads = 0;       // compute threads (0: all cores)
   int http_threads = 8;  // HTTP threads kept ready; more are started while all are busy
   ComputeType precision = ComputeType::f32;
+  std::vector<int64_t> float_layers;  // encoder layers kept f32 under bf16/int8 (--float-layers)
   int64_t max_batch_tokens = 16384;
   int64_t max_batch_requests = 0;
   int64_t batch_wait_ms = 0;

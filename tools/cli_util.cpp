@@ -139,8 +139,9 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
       ->group("Speed");
   add_precision_option(cmd, t, "Speed",
                        "f32; bf16: the encoder's linear maps in bfloat16 (weights packed "
-                       "once, f32 accumulation; AVX-512, natively on AVX512-BF16 or AMX): about "
-                       "1.8x faster there, outputs within ~1e-2 of f32; int8: the same maps "
+                       "once, f32 accumulation; AVX-512): about 1.8x faster where bf16 products "
+                       "run at full rate (AMX, AMD Zen 4/5), slower than f32 on Intel CPUs with "
+                       "AVX512-BF16 but no AMX (0.6x measured); outputs within ~1e-2 of f32; int8: the same maps "
                        "with int8 weights (a scale per output channel) and inputs quantized per "
                        "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
                        "with bf16 or int8, attention's products take bfloat16 operands on "

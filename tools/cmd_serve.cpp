@@ -35,7 +35,6 @@ void add_serve(CLI::App& app) {
       "       -d '{\"query\": \"what does it project?\", \"texts\": [\"keys\", \"weather\"]}'");
   struct Opts {
     serve::ServeOptions s;
-    std::string precision = "f32";
   };
   auto o = std::make_shared<Opts>();
   add_model_option(cmd, &o->s.model,
@@ -44,13 +43,7 @@ void add_serve(CLI::App& app) {
                    "its tokenizer (/embed)")
       ->check(CLI::ExistingDirectory)
       ->group("Model");
-  cmd->add_option("--precision", o->precision,
-                  "f32; bf16: bf16 linear maps on AVX512-BF16 (~1.8x faster, outputs within "
-                  "~1e-2 of f32); int8: int8 linear maps, inputs quantized per token (AVX2, "
-                  "fastest with AVX512-VNNI; docs/int8.md)")
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
-      ->capture_default_str()
-      ->group("Model");
+  add_compute_option(cmd, &o->s.precision, &o->s.float_layers);
   cmd->add_option("--threads", o->s.threads,
                   "Compute threads of the inference worker (0: OMP_NUM_THREADS, else every core)")
       ->check(cli::in_range(0, 1024))
@@ -137,7 +130,6 @@ void add_serve(CLI::App& app) {
                 "\"truncate\"")
       ->group("Limits");
   cmd->callback([o] {
-    o->s.precision = parse_compute_type(o->precision);
     require_compute_type(o->s.precision);  // refused before the port is bound
     // A run folder's model (RUN/best, RUN/model) is named after the run.
     const std::filesystem::path folder = std::filesystem::path(o->s.model).lexically_normal();

@@ -324,6 +324,36 @@ class Precision(unittest.TestCase):
             f.close()
 
 
+    def test_float_layers_as_in_the_cli(self):
+        # --float-layers keeps those layers' maps in f32 under int8, as every other command:
+        # the served embeddings match `linformer embed` with the same options, and differ from
+        # the all-int8 ones.
+        s = su.Server(MODEL, "--precision", "int8", "--float-layers", "0")
+        plain = su.Server(MODEL, "--precision", "int8")
+        try:
+            info = json.loads(s.request("GET", "/info")[2])
+            self.assertEqual((info["precision"], info["float_layers"]), ("int8", [0]))
+            cli = cli_lines("embed", MODEL, TEXTS, "--pool", "cls", "--precision", "int8",
+                            "--float-layers", "0")
+            st, out = s.post("/embed", {"inputs": TEXTS, "normalize": False, "pooling": "cls"})
+            st8, out8 = plain.post("/embed", {"inputs": TEXTS, "normalize": False, "pooling": "cls"})
+            self.assertEqual((st, st8), (200, 200))
+            for mine, ref, all8 in zip(out, cli, out8):
+                ref = ref["cls"]
+                scale = max(abs(v) for v in ref)
+                self.assertLess(max(abs(a - b) for a, b in zip(mine, ref)), 1e-5 * scale)
+                self.assertNotEqual(mine, all8)
+        finally:
+            s.close()
+            plain.close()
+        bad = su.Server(MODEL, "--precision", "int8", "--float-layers", "7", wait=False)
+        try:
+            self.assertEqual(bad.proc.wait(timeout=60), 1)
+            self.assertIn("layer 7 does not exist (the model has 2 layers", bad.stderr())
+        finally:
+            bad.close()
+
+
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
         s = su.Server(PAIRS)
