@@ -1,6 +1,7 @@
 // The `linformer` command line, run as a separate process: help texts, init -> forward against
 // the in-process model (error handling: test_cli_errors.cpp).
 #include "cli_test_util.h"
+#include "linformer/cpu.h"
 
 namespace lf {
 namespace {
@@ -250,8 +251,20 @@ TEST(Cli, PrecisionOption) {
   EXPECT_NE(r.code, 0);
   expect_mentions(r.err, {"--precision", "--bf16"}, "--precision beside --bf16");
   EXPECT_FALSE(fs::exists(dir + "/c.safetensors"));
+  // auto: the precision `info` names for this CPU, the same outputs, and says so on stderr.
+  const AutoPrecision a = auto_precision();
+  const std::string chosen = compute_type_name(a.precision);
+  r = run_cli(dir, "info");
+  expect_mentions(r.out, {"--precision auto runs " + chosen}, "info");
+  r = run_cli(dir, base + " --precision auto --out " + dir + "/d.safetensors");
+  expect_ok(r, "auto");
+  expect_mentions(r.err, {"--precision auto: " + chosen, a.reason}, "auto's stderr");
+  expect_ok(run_cli(dir, base + " --precision " + chosen + " --out " + dir + "/e.safetensors"),
+            chosen);
+  EXPECT_EQ(SafeTensorsReader(dir + "/d.safetensors").read_f32("hidden_states"),
+            SafeTensorsReader(dir + "/e.safetensors").read_f32("hidden_states"));
   for (const char* cmd : {"forward", "pretrain", "finetune", "evaluate", "predict", "embed", "bench"})
-    expect_mentions(run_cli(dir, std::string(cmd) + " --help").out, {"--precision", "--bf16"},
+    expect_mentions(run_cli(dir, std::string(cmd) + " --help").out, {"--precision", "--bf16", "auto"},
                     std::string(cmd) + " --help");
 }
 

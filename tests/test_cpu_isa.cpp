@@ -87,6 +87,36 @@ TEST(CpuIsa, ThisCpuRunsOnlyWhatItHas) {
   EXPECT_EQ(p.supported.front(), "baseline");
 }
 
+// --precision auto: bf16 only where its products are faster (AMX tiles the OS saves; AMD's
+// AVX512-BF16), f32 on every other CPU, Intel's AVX512-BF16 without AMX included; never int8.
+TEST(CpuIsa, AutoPrecisionPicksBf16OnlyWhereItIsFaster) {
+  CpuFeatures intel = from_mask((1u << 11) - 1);  // every level, AVX512-BF16, no AMX
+  std::string why;
+  EXPECT_EQ(isa::auto_precision(intel, &why), ComputeType::f32);
+  EXPECT_NE(why.find("half the f32 rate"), std::string::npos) << why;
+  CpuFeatures amx = intel;
+  amx.amx_bf16 = true;
+  EXPECT_EQ(isa::auto_precision(amx, &why), ComputeType::f32) << "AMX the OS does not save";
+  amx.os_amx = true;
+  EXPECT_EQ(isa::auto_precision(amx, &why), ComputeType::bf16);
+  EXPECT_NE(why.find("AMX"), std::string::npos) << why;
+  amx.os_zmm = false;  // no AVX-512 state: no bf16 path at all
+  EXPECT_EQ(isa::auto_precision(amx, nullptr), ComputeType::f32);
+  CpuFeatures amd = intel;
+  amd.amd = true;
+  EXPECT_EQ(isa::auto_precision(amd, &why), ComputeType::bf16);
+  EXPECT_NE(why.find("AMD"), std::string::npos) << why;
+  amd.avx512bf16 = false;  // Zen 2/3: AVX2 only
+  amd.avx512f = false;
+  EXPECT_EQ(isa::auto_precision(amd, &why), ComputeType::f32);
+  EXPECT_NE(why.find("no bf16"), std::string::npos) << why;
+  for (unsigned m = 0; m < (1u << 11); ++m)  // Intel without AMX: f32 whatever else it has
+    ASSERT_EQ(isa::auto_precision(from_mask(m), nullptr), ComputeType::f32) << m;
+  EXPECT_EQ(resolve_precision("auto"), auto_precision().precision);
+  EXPECT_EQ(resolve_precision("int8"), ComputeType::int8);
+  test::expect_error([] { resolve_precision("fp16"); }, {"fp16", "auto", "f32", "bf16", "int8"});
+}
+
 // The program: `info` names the level, LINFORMER_ISA forces every level this CPU has, and an
 // unknown or missing one fails with the reason before anything runs.
 TEST(CpuIsa, ProgramPrintsAndObeysTheChoice) {

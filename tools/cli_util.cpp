@@ -3,11 +3,13 @@
 #include "linformer/models.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "linformer/checkpoint.h"
+#include "linformer/cpu.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
 
@@ -105,10 +107,17 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
 void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
                           bool inference) {
   const std::vector<std::string> choices =
-      inference ? std::vector<std::string>{"f32", "bf16", "int8"}
-                : std::vector<std::string>{"f32", "bf16"};
-  auto* p = cmd->add_option_function<std::string>(
-                   "--precision", [t](const std::string& s) { *t = parse_compute_type(s); }, help)
+      inference ? std::vector<std::string>{"auto", "f32", "bf16", "int8"}
+                : std::vector<std::string>{"auto", "f32", "bf16"};
+  const auto set = [t](const std::string& s) {
+    *t = resolve_precision(s);
+    if (s == "auto") {  // say what auto chose, and why, as a run folder's model is named
+      const AutoPrecision a = auto_precision();
+      std::fprintf(stderr, "linformer: --precision auto: %s (%s)\n",
+                   compute_type_name(a.precision), a.reason.c_str());
+    }
+  };
+  auto* p = cmd->add_option_function<std::string>("--precision", set, help)
                 ->check(CLI::IsMember(choices))
                 ->default_str("f32")
                 ->group(group);
@@ -122,7 +131,9 @@ void add_train_compute_option(CLI::App* cmd, ComputeType* t) {
   add_precision_option(cmd, t, "Optimiser",
                        "f32, or bf16: mixed precision, bf16 matrix products (AVX-512; "
                        "AVX512-BF16 or AMX run them natively), f32 master weights, gradients "
-                       "and optimiser (docs/training.md); int8 is for inference only",
+                       "and optimiser (docs/training.md); auto: bf16 where it is faster (AMX, "
+                       "AMD Zen 4/5), else f32 (`linformer info` says which); int8 is for "
+                       "inference only",
                        false);
 }
 
@@ -138,7 +149,9 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->group("Speed");
   add_precision_option(cmd, t, "Speed",
-                       "f32; bf16: the encoder's linear maps in bfloat16 (weights packed "
+                       "auto: bf16 where its products are faster (AMX, AMD Zen 4/5), else f32 "
+                       "(`linformer info` says which; never int8); f32; bf16: the encoder's "
+                       "linear maps in bfloat16 (weights packed "
                        "once, f32 accumulation; AVX-512): about 1.8x faster where bf16 products "
                        "run at full rate (AMX, AMD Zen 4/5), slower than f32 on Intel CPUs with "
                        "AVX512-BF16 but no AMX (0.6x measured); outputs within ~1e-2 of f32; int8: the same maps "

@@ -67,6 +67,9 @@ void add_info(CLI::App& app) {
     for (const std::string& l : p.supported) all += (all.empty() ? "" : " ") + l;
     std::printf("cpu: kernel levels this CPU runs: %s\n", all.c_str());
     std::printf("cpu: oneDNN (matrix products) %s\n", p.onednn.c_str());
+    const AutoPrecision a = auto_precision();
+    std::printf("cpu: --precision auto runs %s (%s)\n", compute_type_name(a.precision),
+                a.reason.c_str());
   });
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "linformer/compute_type.h"
+
 namespace lf {
 
 struct CpuPaths {
@@ -18,6 +20,18 @@ struct CpuPaths {
 // unknown level or one this CPU lacks. Programs call it first, so that the refusal comes
 // before any work.
 CpuPaths cpu_paths();
+// `--precision auto`: the precision whose products this CPU runs fastest, bf16 (AMX; AMD Zen
+// 4/5) or f32 (everything else, Intel's AVX512-BF16 without AMX included: half the f32 rate
+// there); never int8, which is only used when asked for. reason: why, one phrase.
+struct AutoPrecision {
+  ComputeType precision = ComputeType::f32;
+  std::string reason;
+};
+AutoPrecision auto_precision();
+// "f32", "bf16", "int8" -> that precision; "auto" -> auto_precision(); throws lf::Error
+// naming the choices for anything else.
+ComputeType resolve_precision(const std::string& name);
+
 // One line: "kernels avx512bf16 (this CPU runs baseline, avx2, avx512, avx512bf16); oneDNN
 // avx512_core_bf16".
 std::string cpu_paths_summary();

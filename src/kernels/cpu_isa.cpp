@@ -47,6 +47,8 @@ CpuFeatures detect_cpu() {
   CpuFeatures f;
   unsigned a, b, c, d;
   const unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  __cpuid(0, a, b, c, d);
+  f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
   if (max_leaf < 1 || !__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
   f.avx = (c >> 28) & 1;
@@ -55,6 +57,7 @@ CpuFeatures detect_cpu() {
     const uint64_t xcr0 = xgetbv0();
     f.os_ymm = (xcr0 & 0x6) == 0x6;
     f.os_zmm = f.os_ymm && (xcr0 & 0xE0) == 0xE0;
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;
   }
   if (max_leaf >= 7) {
     __cpuid_count(7, 0, a, b, c, d);
@@ -65,6 +68,7 @@ CpuFeatures detect_cpu() {
     f.avx512cd = (b >> 28) & 1;
     f.avx512bw = (b >> 30) & 1;
     f.avx512vl = (b >> 31) & 1;
+    f.amx_bf16 = (d >> 22) & 1;
     if (max_sub >= 1) {
       __cpuid_count(7, 1, a, b, c, d);
       f.avx512bf16 = (a >> 5) & 1;
@@ -76,6 +80,23 @@ CpuFeatures detect_cpu() {
 const CpuFeatures& this_cpu() {
   static const CpuFeatures f = detect_cpu();
   return f;
+}
+
+ComputeType auto_precision(const CpuFeatures& f, std::string* why) {
+  const auto say = [&](const char* s) {
+    if (why) *why = s;
+  };
+  if (f.amx_bf16 && f.os_amx && supports(f, Level::avx512)) {
+    say("AMX tiles run bf16 products several times faster than f32");
+    return ComputeType::bf16;
+  }
+  if (f.amd && f.avx512bf16 && supports(f, Level::avx512)) {
+    say("AMD AVX512-BF16 runs bf16 products at twice the f32 rate");
+    return ComputeType::bf16;
+  }
+  say(f.avx512bf16 ? "AVX512-BF16 without AMX runs bf16 products at half the f32 rate"
+                   : "no bf16 products in hardware");
+  return ComputeType::f32;
 }
 
 const char* level_name(Level l) { return kNames[static_cast<int>(l)]; }
@@ -204,6 +225,18 @@ CpuPaths cpu_paths() {
   for (isa::Level l : isa::supported_levels()) p.supported.push_back(isa::level_name(l));
   p.onednn = onednn_isa_name();
   return p;
+}
+
+AutoPrecision auto_precision() {
+  AutoPrecision a;
+  a.precision = isa::auto_precision(isa::this_cpu(), &a.reason);
+  return a;
+}
+
+ComputeType resolve_precision(const std::string& name) {
+  if (name == "auto") return auto_precision().precision;
+  if (name == "f32" || name == "bf16" || name == "int8") return parse_compute_type(name);
+  fail("precision must be \"auto\", \"f32\", \"bf16\" or \"int8\", got \"", name, "\"");
 }
 
 std::string cpu_paths_summary() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/isa_kernels.h"
+#include "linformer/compute_type.h"
 
 namespace lf::isa {
 
@@ -19,9 +20,19 @@ struct CpuFeatures {
   bool avx = false, avx2 = false, fma = false;
   bool avx512f = false, avx512dq = false, avx512bw = false, avx512vl = false, avx512cd = false;
   bool avx512bf16 = false;
+  bool amx_bf16 = false;  // AMX tiles with bf16 products (CPUID leaf 7 EDX bit 22)
+  bool amd = false;       // vendor AuthenticAMD
   bool os_ymm = false;  // XCR0: SSE and AVX state (bits 1, 2)
   bool os_zmm = false;  // XCR0: opmask, ZMM_Hi256, Hi16_ZMM (bits 5, 6, 7) as well
+  bool os_amx = false;  // XCR0: AMX tile configuration and data (bits 17, 18)
 };
+
+// `--precision auto` on a CPU with features f: bf16 where its products run faster than
+// f32's (AMX tiles; AMD Zen 4/5, whose AVX512-BF16 does twice the multiply-adds of an FMA per
+// instruction at the same rate), else f32 (an Intel CPU with AVX512-BF16 but no AMX runs bf16
+// products at half the f32 rate; without AVX512-BF16 they are emulated). Never int8, which
+// changes results beyond rounding: only asked for. why: the reason, one phrase.
+ComputeType auto_precision(const CpuFeatures& f, std::string* why);
 
 // This CPU's features (CPUID leaves 1 and 7, XGETBV only where CPUID says OSXSAVE).
 CpuFeatures detect_cpu();
