@@ -372,9 +372,11 @@ path      a model folder: config.json and model.safetensors, plus tokenizer.mode
           take texts and labels.json for a classifier (what `linformer init`,
           `pretrain` (RUN/model) and `finetune` (RUN/best, RUN/model) write), or the
           name of an installed model such as "linformer-mini" (linformer.models()).
-precision "f32" (default), "bf16" or "int8": the precision of the encoder's linear maps
-          at inference. bf16: bf16 weights and inputs, f32 accumulation (about 1e-2
-          relative difference, faster on CPUs with AVX512-BF16). int8: int8 weights with a
+precision "f32" (default), "bf16", "int8" or "auto": the precision of the encoder's linear
+          maps at inference. bf16: bf16 weights and inputs, f32 accumulation (about 1e-2
+          relative difference; faster with AMX or on AMD Zen 4/5, slower on Intel CPUs
+          with AVX512-BF16 but no AMX). auto: bf16 where it is faster, else f32
+          (linformer.auto_precision() says which and why). int8: int8 weights with a
           scale per output channel, inputs quantized per token, int32 accumulation
           (docs/int8.md; fastest with AVX512-VNNI). With bf16 or int8 on a CPU with
           AVX512-BF16, attention's products also take bf16 operands. Anything else:

@@ -32,7 +32,7 @@ std::string resolve_model_path(const std::string& name_or_path) {
 
 lf::ComputeType parse_precision(const std::string& s) {
   try {
-    return lf::parse_compute_type(s);
+    return lf::resolve_precision(s);  // "auto": this CPU's faster one
   } catch (const lf::Error& e) {
     throw py::value_error(e.what());
   }
@@ -142,6 +142,19 @@ PYBIND11_MODULE(_ext, m) {
       "The precisions this CPU runs, for Model(..., precision=...): always \"f32\"; \"bf16\"\n"
       "where oneDNN has a bf16 matmul (AVX-512); \"int8\" where it has an int8 matmul (AVX2\n"
       "and newer). Model refuses any other with RuntimeError.");
+  m.def(
+      "auto_precision",
+      [] {
+        const lf::AutoPrecision a = lf::auto_precision();
+        py::dict d;
+        d["precision"] = lf::compute_type_name(a.precision);
+        d["reason"] = a.reason;
+        return d;
+      },
+      "What precision=\"auto\" runs on this CPU: {\"precision\": \"f32\" or \"bf16\",\n"
+      "\"reason\": why}. bf16 where its products run faster than f32's (AMX, AMD Zen 4/5), f32\n"
+      "everywhere else (an Intel CPU with AVX512-BF16 but no AMX runs them at half the f32 rate);\n"
+      "never int8, which is only used when asked for.");
   m.def(
       "models",
       [] {

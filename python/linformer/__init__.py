@@ -17,10 +17,10 @@ FileNotFoundError, bad arguments ValueError, other engine errors RuntimeError, e
 engine's message. docs/python.md has the whole story.
 """
 
-from ._ext import Model, Tokenizer, cpu_paths, init, models, precisions
+from ._ext import Model, Tokenizer, auto_precision, cpu_paths, init, models, precisions
 from . import _ext
 
-__all__ = ["Model", "Tokenizer", "cpu_paths", "init", "models", "precisions", "pretrain",
+__all__ = ["Model", "Tokenizer", "auto_precision", "cpu_paths", "init", "models", "precisions", "pretrain",
            "finetune"]
 __version__ = "0.1.0"
 

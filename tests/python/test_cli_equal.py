@@ -137,6 +137,22 @@ def test_int8_is_close_to_f32(tiny_model):
         linformer.Model(tiny_model, precision="int8", float_layers=[99])
 
 
+def test_auto_precision_is_what_info_says(tiny_model):
+    # "auto" runs the precision `linformer info` names for this CPU (f32 or bf16, never int8),
+    # with bitwise that precision's results.
+    a = linformer.auto_precision()
+    assert a["precision"] in ("f32", "bf16") and a["reason"]
+    info, _ = run_cli("info")
+    assert f"--precision auto runs {a['precision']} ({a['reason']})" in info
+    ids = random_ids(2, 16, 37, 3)
+    m = linformer.Model(tiny_model, precision="auto")
+    assert m.precision == a["precision"]
+    same = linformer.Model(tiny_model, precision=a["precision"]).forward(ids)["hidden_states"]
+    np.testing.assert_array_equal(m.forward(ids)["hidden_states"], same)
+    with pytest.raises(ValueError, match="auto"):
+        linformer.Model(tiny_model, precision="fp16")
+
+
 def test_init_save_and_reload(workdir):
     m = linformer.init({"vocab_size": 50, "max_len": 16, "d_model": 16, "n_heads": 2,
                         "d_ff": 32, "n_layers": 1, "k": [4]}, seed=5)
