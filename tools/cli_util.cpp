@@ -157,8 +157,8 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                        "AVX512-BF16 but no AMX (0.6x measured); outputs within ~1e-2 of f32; int8: the same maps "
                        "with int8 weights (a scale per output channel) and inputs quantized per "
                        "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
-                       "with bf16 or int8, attention's products take bfloat16 operands on "
-                       "AVX512-BF16 CPUs; softmax, LayerNorm and the heads stay f32 "
+                       "attention's products take bfloat16 operands with bf16 on AVX512-BF16 "
+                       "CPUs, with int8 where bf16 is the faster (AMX, AMD Zen 4/5); softmax, LayerNorm and the heads stay f32 "
                        "(docs/int8.md)",
                        true);
 }

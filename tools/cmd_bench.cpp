@@ -195,8 +195,8 @@ std::string markdown(const std::vector<json>& all_runs, const json& meta, const 
                "oneDNN bf16 matmul peak in this run "
          : meta.value("compute", "f32") == "int8"
              ? " (linear maps in int8: packed int8 weights, inputs quantized per token, int32 "
-               "accumulation; attention's products on bf16 operands where the CPU has "
-               "AVX512-BF16, else f32; softmax, LayerNorm in f32); int8 linear-map peak "
+               "accumulation; attention's products on bf16 operands where bf16 products "
+               "are the faster ones (AMX, AMD Zen 4/5), else f32; softmax, LayerNorm in f32); int8 linear-map peak "
                "(quantize, product, dequantize) in this run "
              : "; oneDNN sgemm peak in this run ")
      << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";

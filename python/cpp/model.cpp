@@ -379,7 +379,8 @@ precision "f32" (default), "bf16", "int8" or "auto": the precision of the encode
           (linformer.auto_precision() says which and why). int8: int8 weights with a
           scale per output channel, inputs quantized per token, int32 accumulation
           (docs/int8.md; fastest with AVX512-VNNI). With bf16 or int8 on a CPU with
-          AVX512-BF16, attention's products also take bf16 operands. Anything else:
+          AVX512-BF16, attention's products also take bf16 operands (with int8 only
+          where bf16 is the faster, as auto decides). Anything else:
           ValueError.
 float_layers  None (default) or a list of encoder layer indices whose linear maps stay
           f32 with precision "int8" or "bf16" (--float-layers; docs/int8.md).

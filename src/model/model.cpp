@@ -13,6 +13,7 @@
 #include "kernels/attention_block.h"
 #include "kernels/ops.h"
 #include "layers/attention.h"
+#include "linformer/cpu.h"
 #include "linformer/error.h"
 #include "linformer/rng.h"
 #include "model/model_impl.h"
@@ -207,8 +208,12 @@ TrainWeights Model::Impl::mlm_train_weights() {
 }
 
 ComputeType Model::Impl::infer_products(int64_t layer) const {
-  if (layer_compute(layer) != ComputeType::f32 && attn_block::has_bf16()) return ComputeType::bf16;
-  return train_compute;
+  const ComputeType maps = layer_compute(layer);
+  if (maps == ComputeType::f32 || !attn_block::has_bf16()) return train_compute;
+  // bf16 maps: the precision asked for. int8 maps: bf16 operands only where bf16 products are
+  // the faster ones (the rule of --precision auto), so that int8 is never slower than f32.
+  static const bool bf16_faster = auto_precision().precision == ComputeType::bf16;
+  return maps == ComputeType::bf16 || bf16_faster ? ComputeType::bf16 : train_compute;
 }
 
 LayerContext Model::Impl::layer_context() {

@@ -77,9 +77,11 @@ struct Model::Impl : Layout {
   // Precision of the products on unpacked operands (Model::set_train_compute_type).
   ComputeType train_compute = ComputeType::f32;
   // Inference: the precision of a layer's products between activations (attention, Linformer's
-  // sequence projection): bf16 when its linear maps are bf16 or int8 and the CPU multiplies
-  // bf16 natively (AVX512-BF16, the attention kernel's bf16 operands: about 1.6x its f32
-  // rate); else train_compute's.
+  // sequence projection): bf16 when the CPU multiplies bf16 natively (AVX512-BF16, the
+  // attention kernel's bf16 operands) and its linear maps are bf16, or int8 on a CPU where
+  // bf16 products are the faster ones (AMX, AMD Zen 4/5: about 1.6x the f32 rate); else
+  // train_compute's (f32 attention for int8 on an Intel CPU without AMX, where bf16 runs at
+  // half the f32 rate).
   ComputeType infer_products(int64_t layer) const;
   size_t input_copies = 0;  // input_copy_bytes() of the inference forwards so far
 
