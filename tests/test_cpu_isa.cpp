@@ -128,6 +128,15 @@ TEST(CpuIsa, ProgramPrintsAndObeysTheChoice) {
   ASSERT_EQ(r.code, 0) << test::show(r);
   EXPECT_NE(r.out.find("kernels "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("oneDNN"), std::string::npos) << r.out;
+  // --peaks: a measured peak for every precision this CPU runs, none for one it lacks.
+  r = test::run_cli(dir, "info --peaks");
+  ASSERT_EQ(r.code, 0) << test::show(r);
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16, ComputeType::int8}) {
+    const std::string key = std::string("cpu: product peak ") + compute_type_name(t) + " ";
+    const size_t at = r.out.find(key);
+    ASSERT_EQ(at != std::string::npos, compute_type_supported(t)) << r.out;
+    if (at != std::string::npos) EXPECT_GT(std::atof(r.out.c_str() + at + key.size()), 0.0) << r.out;
+  }
   for (const Level l : test::all_isa_levels()) {
     const std::string name = isa::level_name(l);
     r = test::run_cli(dir, "info", "", "LINFORMER_ISA=" + name);

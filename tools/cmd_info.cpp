@@ -1,3 +1,5 @@
+#include <omp.h>
+
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -51,14 +53,19 @@ void add_info(CLI::App& app) {
       "(docs/checkpoint.md). Then, and alone without --model, the instruction-set level the\n"
       "engine's kernels run on this CPU (the best it has; LINFORMER_ISA=baseline|avx2|avx512|\n"
       "avx512bf16 forces a lower one), every level it could run, and oneDNN's choice for the\n"
-      "matrix products.");
+      "matrix products, and what --precision auto runs here. With --peaks, each precision's\n"
+      "measured product peak on this CPU (about a second).");
   auto dir = std::make_shared<std::string>();
   cmd->add_option("--model", *dir,
                   "Model folder (config.json + model.safetensors), an installed model's name or "
                   "a run folder")
       ->transform(model_folder())
       ->check(CLI::ExistingDirectory);
-  cmd->callback([dir] {
+  auto peaks = std::make_shared<bool>(false);
+  cmd->add_flag("--peaks", *peaks,
+                "Measure each precision's matrix-product peak on this CPU (GFLOP/s; int8 GOP/s), "
+                "the figures --precision auto's rule stands for");
+  cmd->callback([dir, peaks] {
     if (!dir->empty()) describe_model(*dir);
     const CpuPaths p = cpu_paths();
     std::printf("cpu: kernels %s%s\n", p.kernels.c_str(),
@@ -70,6 +77,11 @@ void add_info(CLI::App& app) {
     const AutoPrecision a = auto_precision();
     std::printf("cpu: --precision auto runs %s (%s)\n", compute_type_name(a.precision),
                 a.reason.c_str());
+    if (*peaks)
+      for (const ProductPeak& pk : product_peaks())
+        std::printf("cpu: product peak %s %.0f %s (2048 x 3072 x 768, %d threads)\n",
+                    compute_type_name(pk.precision), pk.gflops,
+                    pk.precision == ComputeType::int8 ? "GOP/s" : "GFLOP/s", omp_get_max_threads());
   });
 }
 

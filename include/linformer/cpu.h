@@ -28,6 +28,16 @@ struct AutoPrecision {
   std::string reason;
 };
 AutoPrecision auto_precision();
+// Each precision this CPU runs (compute_type_supported) with its measured product peak: a
+// 2048 x 3072 x 768 product of the encoder's linear-map kind (f32 sgemm; bf16 and int8 packed
+// weights, int8's quantize and dequantize included), the fastest of `reps` after a warm-up, in
+// GFLOP/s (int8: GOP/s) on the current OpenMP thread count. Takes about a second.
+struct ProductPeak {
+  ComputeType precision = ComputeType::f32;
+  double gflops = 0;
+};
+std::vector<ProductPeak> product_peaks(int reps = 3);
+
 // "f32", "bf16", "int8" -> that precision; "auto" -> auto_precision(); throws lf::Error
 // naming the choices for anything else.
 ComputeType resolve_precision(const std::string& name);

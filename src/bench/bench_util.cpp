@@ -10,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "layers/attention_path.h"
 #include "linformer/bench.h"
+#include "linformer/cpu.h"
 #include "linformer/model.h"
 
 namespace lf::bench {
@@ -180,3 +181,14 @@ double matmul_gflops(ComputeType t, int64_t M, int64_t N, int64_t K, int reps) {
 }
 
 }  // namespace lf::bench
+
+namespace lf {
+
+std::vector<ProductPeak> product_peaks(int reps) {
+  std::vector<ProductPeak> out;
+  for (ComputeType t : {ComputeType::f32, ComputeType::bf16, ComputeType::int8})
+    if (compute_type_supported(t)) out.push_back({t, bench::matmul_gflops(t, 2048, 3072, 768, reps)});
+  return out;
+}
+
+}  // namespace lf

@@ -151,6 +151,10 @@ def test_auto_precision_is_what_info_says(tiny_model):
     np.testing.assert_array_equal(m.forward(ids)["hidden_states"], same)
     with pytest.raises(ValueError, match="auto"):
         linformer.Model(tiny_model, precision="fp16")
+    # Each precision's measured product peak, for the precisions this CPU runs.
+    peaks = linformer.precisions(peaks=True)
+    assert list(peaks) == linformer.precisions()
+    assert all(v > 0 for v in peaks.values()), peaks
 
 
 def test_init_save_and_reload(workdir):
