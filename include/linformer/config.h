@@ -6,7 +6,12 @@
 
 namespace lf {
 
-enum class AttentionKind { standard, linformer };
+// The attention kind (each is one entry of the registry, src/layers/attention_path.h):
+//   standard  - exact softmax attention over all n keys
+//   linformer - softmax attention over k keys projected along the sequence axis
+//   nystrom   - Nystromformer: softmax kernels through `landmarks` segment means of Q and K,
+//               F A^+ (B V) with A^+ an iterative pseudo-inverse (docs/model.md)
+enum class AttentionKind { standard, linformer, nystrom };
 // How Linformer projections E (keys) and F (values) are shared:
 //   none      - separate E_i, F_i for every head of every layer (the paper's general form)
 //   headwise  - one E and one F per layer, shared by its heads
@@ -52,6 +57,7 @@ struct Config {
   // positions holds no real token take no part in the softmax (docs/model.md, "Short
   // sequences"). false keeps them as zero keys and values, as in the paper's formula.
   bool mask_empty_rows = true;
+  int64_t landmarks = 64;         // Nystromformer: landmarks per sequence (at most its length)
   NormPlacement norm = NormPlacement::post;
   bool causal = false;            // rejected for Linformer (see validate())
   float dropout = 0.1f;           // hidden dropout (embeddings, sublayer outputs, heads)

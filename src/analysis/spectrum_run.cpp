@@ -153,6 +153,9 @@ SpectrumResult run_spectrum(const SpectrumOptions& opt) {
   LF_CHECK(N >= 3 && N <= cfg.max_len, "spectrum: --n must be in [3, max_len = ", cfg.max_len,
            "], got ", N);
   const AttentionPath& kind = attention_path(cfg);
+  LF_CHECK(kind.has_softmax_probs(), "spectrum: attention '", kind.name(),
+           "' has no softmax probability matrix P to analyse (its attention weights are not one "
+           "softmax); spectrum runs standard and Linformer models");
   // Exact attention (no projection): P is n x n.
   const bool standard = kind.projected_length(cfg, 0) == 0;
   const int64_t L = cfg.n_layers, H = cfg.n_heads, D = cfg.d_model, Dh = cfg.d_head();

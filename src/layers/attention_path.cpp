@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
+#include "layers/attention_path_nystrom.h"
 #include "layers/attention_paths.h"
 
 namespace lf {
@@ -15,7 +16,7 @@ namespace lf {
 const std::vector<const AttentionPath*>& attention_kinds() {
   static const std::vector<const AttentionPath*> kinds{&standard_path(ExactAttention::tiled),
                                                        &max_pool_path(), &project_keys_path(),
-                                                       &project_input_path()};
+                                                       &project_input_path(), &nystrom_path()};
   return kinds;
 }
 
@@ -37,6 +38,57 @@ std::vector<AttentionVariant> attention_variants(const Config& base) {
   for (const AttentionPath* p : attention_kinds()) p->variants(base, v);
   return v;
 }
+
+// ---- Softmax attention: the default attention of a kind ----
+
+void AttentionPath::plan_attention(Carver& c, LayerAct& A, const Config& cfg,
+                                   const PathShape& s) const {
+  // The probabilities are kept for backward unless bf16 attention runs tile by tile
+  // (attention_forward_tiles), backward recomputing them; its dims as layer_forward's.
+  const AttnDims ad{/*B=*/s.B,
+                    /*N=*/s.N,
+                    /*Lk=*/key_length(s.N, formed_rows(cfg, s.K, s.N)),
+                    /*D=*/cfg.d_model,
+                    /*H=*/cfg.n_heads,
+                    /*Dh=*/cfg.d_head(),
+                    /*causal=*/cfg.causal};
+  if (s.q_bf16_only && !attention_keeps_probs(ad, s.t)) return;
+  const int64_t n = s.B * cfg.n_heads * s.N * key_length(s.N, s.K);
+  A.probs = c.take<float>(n);
+  if (s.t == ComputeType::bf16) A.probs16 = c.take<uint16_t>(n);
+}
+
+void AttentionPath::attend(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                           const KeysValues& kv, float p_drop) const {
+  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it;
+  // without kept probabilities (the planner's choice), tile by tile, backward recomputing them.
+  if (c.train && !A.probs) {
+    LF_DCHECK(A.q16 && A.ctx16 && !A.ctx, "attend: tiled attention needs bf16 queries");
+    attention_forward_tiles(A.ctx16, A.q16, kv, c.dims(lp), c.attn_run(l, p_drop));
+    return;
+  }
+  const Act probs = c.train ? Act{A.probs, A.probs16} : Act{};
+  attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv,
+                    c.dims(lp), c.attn_run(l, p_drop));
+}
+
+ActIn AttentionPath::attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                                     int64_t l, const KeysValues& kv) const {
+  Layout& L = *c.lay;
+  const int64_t R = c.B * c.N, D = c.cfg->d_model;
+  const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query map
+  // Tiled bf16 attention writes the query gradient rounded, with the query bias gradient, into
+  // L.dao16 (free once the output map's products have read it), as the query map's products
+  // take it.
+  const bool dq_rounded = !A.probs && L.dao16 && linear_backward_runs_bf16(c.precision, map);
+  const RoundedQueryGrad rq{L.dao16, c.grad(lp.q.b)};
+  attention_backward(AttnGrads{L.dq, L.dkk, L.dvv, GradInto::overwrite, dq_rounded ? &rq : nullptr},
+                     ActIn(L.dctx, L.dctx16), ActIn(A.probs, A.probs16), ActIn(A.q, A.q16), kv,
+                     c.dims(lp), c.attn_run(l, c.cfg->attention_dropout));
+  return dq_rounded ? ActIn(nullptr, L.dao16) : ActIn(L.dq);
+}
+
+// ---- The K and V maps ----
 
 void KVMaps::take(Carver& c, const Config& cfg, const PathShape& s) {
   k = c.take<float>(s.B * s.N * cfg.d_model);

@@ -2,6 +2,9 @@
 // and everything that depends on that choice: which configurations it runs and their checks,
 // the tensors it adds to the model (names, shapes, start), how many keys a query sees, its
 // own activation buffers, training forward and backward, row-block inference, FLOPs.
+// A kind also owns the attention itself (attend / attend_backward, its activations in the
+// training plan, the precisions it runs, whether it has a softmax P to hand out); softmax
+// attention is the default, which standard attention and Linformer share.
 // One implementation per kind; attention_kinds() is the registry, attention_path() picks a
 // configuration's entry, so the model, the planner, the limits, the benchmark, spectrum and
 // the tests never switch over kinds.
@@ -10,6 +13,7 @@
 //   project_input  Linformer with one E per layer (or per model): E diag(m) X, then K/V maps
 //   project_keys   Linformer with per-head E (sharing none): K/V maps, then E_h per head
 //   max_pool       Linformer max pooling of K and V over windows of n/k positions
+//   nystrom        Nystromformer: landmarks, three softmax kernels, iterative pseudo-inverse
 //
 // Shapes: R = B*N rows; K = the layer's projected length; Lk = key_length(N, K).
 #pragma once
@@ -28,6 +32,10 @@ namespace lf {
 struct PathShape {
   int64_t B = 0, N = 0, K = 0;
   bool masked = false;  // the batch has padding
+  // Training plans: the precision of the products, and whether the layer keeps its queries in
+  // bf16 only (A.q16; the context is then in bf16 only too, A.ctx16).
+  ComputeType t = ComputeType::f32;
+  bool q_bf16_only = false;
 };
 
 // A tensor a kind adds to the model beyond the layers' linear maps (Linformer's projections E
@@ -124,6 +132,27 @@ class AttentionPath {
   // and the parameter gradients of the K/V maps and projections.
   virtual void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
                         float* din, const float* dkk, const float* dvv) const = 0;
+
+  // ---- the attention itself (default: softmax attention, in attention_path.cpp) ----
+  // Carves the attention's activations of one layer kept for backward into A (softmax: the
+  // probabilities P [B,H,N,Lk], and their bf16 copy, unless bf16 tiles recompute them).
+  // Called after plan_train, whose block (A.path) it may extend.
+  virtual void plan_attention(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const;
+  // The context A.ctx (or A.ctx16 alone) from the queries A.q (or A.q16) and kv, kept for
+  // backward; p_drop: dropout on the attention weights (layer l's stream).
+  virtual void attend(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                      const KeysValues& kv, float p_drop) const;
+  // From d(ctx) (c.lay->dctx, or dctx16 alone) into c.lay->dq, dkk, dvv (written over).
+  // Returns the query gradient the query map's backward reads: dq, or (bf16 tiles) the
+  // rounded copy in c.lay->dao16, its bias gradient already added.
+  virtual ActIn attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                                int64_t l, const KeysValues& kv) const;
+  // Whether the attention weights are a softmax P [B,H,N,Lk] (Model::attention_probs and the
+  // spectrum analysis read it); a kind without one says no and they refuse it, naming it.
+  virtual bool has_softmax_probs() const { return true; }
+  // Whether this kind's attention runs with products in precision t (training or inference);
+  // the model refuses the others, naming the kind.
+  virtual bool runs_precision(ComputeType) const { return true; }
 
   // ---- inference ----
   // Carves the whole-batch buffers every layer reuses into A (A.path, and the layer's q, ctx

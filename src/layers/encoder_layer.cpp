@@ -54,18 +54,9 @@ void attention_branch_backward(const LayerContext& c, const LayerParams& lp, Lay
     linear_backward(LinearGrads{L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), GradInto::overwrite}, dao,
                     ActIn(A.ctx, A.ctx16), c.weight(lp.ao), map, c.precision);
   }
-  const AttnDims d = c.dims(lp);
   const KeysValues kv = c.path->saved(c, A);
-  // Tiled bf16 attention writes the query gradient rounded, with the query bias gradient, into
-  // L.dao16 (free once the output map's products have read it), as the query map's products
-  // take it.
-  const bool dq_rounded = !A.probs && L.dao16 && linear_backward_runs_bf16(c.precision, map);
-  const RoundedQueryGrad rq{L.dao16, c.grad(lp.q.b)};
-  attention_backward(AttnGrads{L.dq, L.dkk, L.dvv, GradInto::overwrite, dq_rounded ? &rq : nullptr},
-                     ActIn(L.dctx, L.dctx16), ActIn(A.probs, A.probs16), ActIn(A.q, A.q16), kv, d,
-                     c.attn_run(l, cfg.attention_dropout));
-  linear_backward(LinearGrads{din, c.grad(lp.q.w), c.grad(lp.q.b), into},
-                  dq_rounded ? ActIn(nullptr, L.dao16) : ActIn(L.dq), ActIn(in, A.in16),
+  const ActIn dq = c.path->attend_backward(c, lp, A, l, kv);
+  linear_backward(LinearGrads{din, c.grad(lp.q.w), c.grad(lp.q.b), into}, dq, ActIn(in, A.in16),
                   c.weight(lp.q), map, c.precision);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
@@ -151,16 +142,7 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
     linear_forward(A.q, ActIn(attn_in, in16), c.weight(lp.q), lp.q.b, map, c.precision);
   }
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
-  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it;
-  // without kept probabilities (the planner's choice), tile by tile, backward recomputing them.
-  if (c.train && !A.probs) {
-    LF_DCHECK(A.q16 && A.ctx16 && !A.ctx, "layer_forward: tiled attention needs bf16 queries");
-    attention_forward_tiles(A.ctx16, A.q16, kv, c.dims(lp), c.attn_run(l, pa));
-  } else {
-    const Act probs = c.train ? Act{A.probs, A.probs16} : Act{};
-    attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv,
-                      c.dims(lp), c.attn_run(l, pa));
-  }
+  c.path->attend(c, lp, A, l, kv, pa);
   linear_forward(L.tmp, ActIn(A.ctx, A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16),
                  c.weight(lp.ao), lp.ao.b, map, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());

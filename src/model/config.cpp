@@ -26,7 +26,8 @@ struct Named {
   const char* name;
 };
 const Named<AttentionKind> kAttentionNames[] = {{AttentionKind::standard, "standard"},
-                                                {AttentionKind::linformer, "linformer"}};
+                                                {AttentionKind::linformer, "linformer"},
+                                                {AttentionKind::nystrom, "nystrom"}};
 const Named<Sharing> kSharingNames[] = {{Sharing::none, "none"},
                                         {Sharing::headwise, "headwise"},
                                         {Sharing::kv, "kv"},
@@ -83,7 +84,7 @@ const std::pair<const char*, float Config::*> kFloatFields[] = {
     {"projection_init_noise", &Config::projection_init_noise}};  // written with projection_init
 const char* const kOtherKeys[] = {"attention",       "k",    "sharing", "projection",
                                   "projection_init", "norm", "causal", "mask_empty_rows",
-                                  "classifier_pooling"};
+                                  "classifier_pooling", "landmarks"};
 
 }  // namespace
 
@@ -160,6 +161,8 @@ std::string Config::to_json() const {
   // mask_empty_rows only for Linformer; configs of versions before it lack the key and read
   // as true.
   if (attention == AttentionKind::linformer) j["mask_empty_rows"] = mask_empty_rows;
+  // landmarks only for Nystromformer (the configs of the other kinds stay as they were).
+  if (attention == AttentionKind::nystrom) j["landmarks"] = landmarks;
   j["attention"] = to_string(attention);
   if (k.size() == 1)
     j["k"] = k[0];
@@ -223,6 +226,7 @@ Config from_value(const json& j) {
   };
   get_bool("causal", c.causal);
   get_bool("mask_empty_rows", c.mask_empty_rows);
+  get_int("landmarks", c.landmarks);
   if (j.contains("k")) {
     const json& kj = j["k"];
     if (kj.is_number_integer()) {

@@ -424,6 +424,10 @@ const float* Model::attention_probs(int64_t layer) const {
            " out of range");
   LF_CHECK(impl_->train && impl_->acts.size() > static_cast<size_t>(layer),
            "attention_probs: run forward(batch, train = true) first");
+  const AttentionPath& kind = impl_->path(true);
+  LF_CHECK(kind.has_softmax_probs(), "attention_probs: attention '", kind.name(),
+           "' has no softmax probabilities P to hand out (its attention weights are not one "
+           "softmax)");
   LF_CHECK(impl_->acts[layer].probs,
            "attention_probs: this bf16 training forward recomputes the probabilities in "
            "backward instead of keeping them; run it with f32 products");
@@ -469,9 +473,18 @@ size_t Model::param_bytes() const {
   return (m.params.size() + m.grads.size()) * sizeof(float) + m.proj->bytes();
 }
 size_t Model::packed_weight_bytes() const { return impl_->packed_bytes(); }
+namespace {
+// Refuses a precision the model's attention kind does not run, naming both.
+void require_kind_runs(const AttentionPath& kind, ComputeType t) {
+  LF_CHECK(kind.runs_precision(t), "attention '", kind.name(), "' runs in f32 only; precision ",
+           compute_type_name(t), " is not available for it (docs/design.md, \"Adding an attention kind\")");
+}
+}  // namespace
+
 void Model::set_compute_type(ComputeType t) {
   if (t == impl_->compute) return;
   require_compute_type(t);
+  require_kind_runs(impl_->path(false), t);
   impl_->weights_changed();
   impl_->compute = t;
 }
@@ -498,6 +511,7 @@ void Model::set_train_compute_type(ComputeType t) {
   if (t == impl_->train_compute) return;
   require_trains(t);
   require_compute_type(t);
+  require_kind_runs(impl_->path(true), t);
   impl_->train_compute = t;
   impl_->train_packs_current = false;  // the packed weights are in the training precision
   impl_->head_packs_current = false;

@@ -54,22 +54,12 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
       A.q16 = c.take<uint16_t>(R * D);
     else
       A.q = c.take<float>(R * D);
-    ap.plan_train(c, A, cfg, PathShape{B, N, K, masked});
-    const int64_t Lk = ap.key_length(N, K);
-    max_tile = std::max(max_tile, Lk);
-    // The probabilities are kept for backward unless bf16 attention runs tile by tile
-    // (attention_forward_tiles), backward recomputing them; its dims as layer_forward's.
-    const AttnDims ad{/*B=*/B,
-                      /*N=*/N,
-                      /*Lk=*/ap.key_length(N, ap.formed_rows(cfg, K, N)),
-                      /*D=*/D,
-                      /*H=*/H,
-                      /*Dh=*/cfg.d_head(),
-                      /*causal=*/cfg.causal};
-    if (!queries_bf16_only(R) || attention_keeps_probs(ad, train_compute)) {
-      A.probs = c.take<float>(B * H * N * Lk);
-      if (train_compute == ComputeType::bf16) A.probs16 = c.take<uint16_t>(B * H * N * Lk);
-    }
+    PathShape ps{B, N, K, masked};
+    ps.t = train_compute;
+    ps.q_bf16_only = queries_bf16_only(R);
+    ap.plan_train(c, A, cfg, ps);
+    ap.plan_attention(c, A, cfg, ps);  // the softmax probabilities, or the kind's own
+    max_tile = std::max(max_tile, ap.key_length(N, K));
     if (!queries_bf16_only(R)) A.ctx = c.take<float>(R * D);  // else in bf16 only (A.ctx16)
     A.a = c.take<float>(R * D);
     A.mean1 = c.take<float>(R);
