@@ -145,6 +145,7 @@ TEST_P(BatchInvariance, SameBitsAloneAndInAnyBatch) {
 // threads).
 TEST_P(BatchInvariance, SameBitsInInt8) {
   LF_REQUIRE_INT8();
+  LF_REQUIRE_KIND_RUNS(GetParam().cfg, ComputeType::int8);
   const Config& cfg = GetParam().cfg;
   Model m(cfg);
   test::randomise(m, 5);

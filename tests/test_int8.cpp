@@ -379,6 +379,7 @@ class Int8Model : public ::testing::TestWithParam<test::NamedConfig> {};
 // Frobenius) of f32's, and not equal to them (the int8 path ran).
 TEST_P(Int8Model, CloseToF32WithPadding) {
   LF_REQUIRE_INT8();
+  LF_REQUIRE_KIND_RUNS(GetParam().cfg, ComputeType::int8);
   Model m(GetParam().cfg);
   test::randomise(m, 41);
   const std::vector<float> f = real_rows(m, ComputeType::f32);

@@ -151,7 +151,10 @@ void padding_invariance(const Config& cfg, int64_t L) {
     EXPECT_LE(test::rel_error(r.hid_eval.data(), alone.hid_eval.data(), L * D), 1e-5) << "eval";
     EXPECT_LE(test::rel_error(r.hid_train.data(), alone.hid_eval.data(), L * D), 1e-5) << "train";
     EXPECT_NEAR(r.loss, alone.loss, 1e-5 * alone.loss);
-    expect_same_grads(m, r.grads, alone.grads, 1e-5, "padded");
+    // Nystromformer's pseudo-inverse (6 iterations of products of A) amplifies the rounding
+    // of the other products into the gradients of Q and K: measured 2e-5.
+    const double grad_tol = cfg.attention == AttentionKind::nystrom ? 1e-4 : 1e-5;
+    expect_same_grads(m, r.grads, alone.grads, grad_tol, "padded");
   }
 }
 

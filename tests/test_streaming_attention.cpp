@@ -116,6 +116,7 @@ TEST_P(InferencePath, MatchesTrainingForward) {
 // forward, in every attention path and exact-attention mode, padded or not.
 TEST_P(InferencePath, Bf16CloseToF32) {
   LF_REQUIRE_BF16();
+  LF_REQUIRE_KIND_RUNS(GetParam().cfg, ComputeType::bf16);
   TrainingReference t(GetParam().cfg);
   Model& m = t.m;
   const Inputs& in = t.in;
@@ -149,6 +150,7 @@ TEST_P(InferencePath, ActivationBlocksHoldTheirWrites) {
     for (auto how : {Model::ExactAttention::tiled, Model::ExactAttention::streaming,
                      Model::ExactAttention::materialized})
       for (ComputeType ct : test::compute_types()) {
+        if (!attention_path(c.cfg).runs_precision(ct)) continue;  // refused (f32-only kinds)
         SCOPED_TRACE(std::string(train ? "train" : "inference") + " exact=" +
                      std::to_string(static_cast<int>(how)) + " " + compute_type_name(ct));
         Model m(c.cfg);
