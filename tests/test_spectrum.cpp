@@ -373,6 +373,24 @@ TEST(SpectrumModel, RunInProcessStandardPreNorm) {
   for (size_t i = 1; i < r.ks.size(); ++i) EXPECT_LT(r.jl_error_all[i], r.jl_error_all[i - 1]);
 }
 
+// A kind without a softmax P (Nystromformer) is refused with its name, before any work.
+TEST(SpectrumModel, RefusesAKindWithoutSoftmaxProbabilities) {
+  const std::string d = test::temp_dir("ny");
+  write_file_atomic(d + "/corpus.txt", make_corpus(300));
+  Config c = small_config(false, NormPlacement::post);
+  c.attention = AttentionKind::nystrom;
+  c.attention_dropout = 0.f;
+  c.landmarks = 4;
+  make_model_dir(d + "/model", d + "/corpus.txt", c, 4);
+  analysis::SpectrumOptions o;
+  o.model_dir = d + "/model";
+  o.text = {d + "/corpus.txt"};
+  o.n = 32;
+  o.out = d + "/out";
+  o.quiet = true;
+  test::expect_error([&] { analysis::run_spectrum(o); }, {"nystrom", "softmax"}, "spectrum");
+}
+
 TEST(SpectrumCli, EndToEndStandardAndLinformer) {
   const std::string d = test::temp_dir("cli");
   write_file_atomic(d + "/corpus.txt", make_corpus(300));
