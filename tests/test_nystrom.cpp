@@ -23,8 +23,8 @@ Config nystrom_config() {
 }
 
 TEST(Nystrom, LandmarksKeyIsReadAndWrittenForNystromOnly) {
-  const Config c = Config::load_with_overrides("", {"attention=nystrom", "landmarks=5",
-                                                    "attention_dropout=0", "max_len=32"});
+  const Config c = Config::load_with_overrides(
+      "", {"attention=nystrom", "landmarks=5", "attention_dropout=0", "max_len=32"});
   EXPECT_EQ(c.attention, AttentionKind::nystrom);
   EXPECT_EQ(c.landmarks, 5);
   EXPECT_EQ(std::string(attention_path(c).name()), "nystrom");

@@ -68,8 +68,8 @@ void AttentionPath::attend(const LayerContext& c, const LayerParams& lp, LayerAc
     return;
   }
   const Act probs = c.train ? Act{A.probs, A.probs16} : Act{};
-  attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv,
-                    c.dims(lp), c.attn_run(l, p_drop));
+  attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv, c.dims(lp),
+                    c.attn_run(l, p_drop));
 }
 
 ActIn AttentionPath::attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,

@@ -55,9 +55,7 @@ struct NyHead {
   float* Bm;       // [mb, N]  softmax(s Q~ K^T), padded keys 0
   float* Z;        // [mb, mb] A+
   float *W, *U;    // [mb, Dh] B V and A+ B V
-  static int64_t floats(const NyDims& d) {
-    return 4 * d.m * d.Dh + 2 * d.N * d.m + 2 * d.m * d.m;
-  }
+  static int64_t floats(const NyDims& d) { return 4 * d.m * d.Dh + 2 * d.N * d.m + 2 * d.m * d.m; }
   static NyHead carve(float* p, const NyDims& d) {
     NyHead t;
     const int64_t mD = d.m * d.Dh, Nm = d.N * d.m, mm = d.m * d.m;
@@ -74,8 +72,8 @@ int64_t grad_floats(const NyDims& d) { return 2 * d.N * d.m + 4 * d.m * d.Dh + 2
 
 // C [M,N] = alpha op(A) op(B) + beta C, dense operands (leading dimension = stored columns)
 // unless given: the f32 product of one thread.
-void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-        int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+        const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm(ComputeType::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -113,13 +111,13 @@ void pinv_forward(float* zs, const float* A, int64_t n, float* work) {
     for (int64_t j = 0; j < n; ++j) zs[i * n + j] = A[j * n + i] * c;
   for (int i = 0; i < kPinvIterations; ++i) {
     const float* Z = zs + i * nn;
-    mm(false, false, n, n, n, 1.f, A, n, Z, n, 0.f, P, n);          // P = A Z
+    mm(false, false, n, n, n, 1.f, A, n, Z, n, 0.f, P, n);  // P = A Z
     std::memcpy(T1, P, sizeof(float) * nn);
-    from_identity(T1, 7.f, n);                                       // 7I - P
+    from_identity(T1, 7.f, n);  // 7I - P
     mm(false, false, n, n, n, 1.f, P, n, T1, n, 0.f, T2, n);
-    from_identity(T2, 15.f, n);                                      // 15I - P T1
+    from_identity(T2, 15.f, n);  // 15I - P T1
     mm(false, false, n, n, n, 1.f, P, n, T2, n, 0.f, T1, n);
-    from_identity(T1, 13.f, n);                                      // 13I - P T2
+    from_identity(T1, 13.f, n);  // 13I - P T2
     mm(false, false, n, n, n, 0.25f, Z, n, T1, n, 0.f, zs + (i + 1) * nn, n);
   }
 }
@@ -127,8 +125,7 @@ void pinv_forward(float* zs, const float* A, int64_t n, float* work) {
 // dA += d(Z_6)/dA applied to dZ (n x n, overwritten): backward through pinv_forward's
 // iterations and its start Z_0 (the scale's maxima included). zs as pinv_forward left them;
 // work: 9 n n.
-void pinv_backward(float* dA, float* dZ, const float* A, const float* zs, int64_t n,
-                   float* work) {
+void pinv_backward(float* dA, float* dZ, const float* A, const float* zs, int64_t n, float* work) {
   const int64_t nn = n * n;
   float *P = work, *T1 = P + nn, *T2 = T1 + nn, *T3 = T2 + nn, *dT = T3 + nn, *dT2 = dT + nn,
         *dP = dT2 + nn, *dZp = dP + nn;
@@ -142,18 +139,18 @@ void pinv_backward(float* dA, float* dZ, const float* A, const float* zs, int64_
     mm(false, false, n, n, n, 1.f, P, n, T2, n, 0.f, T3, n);
     from_identity(T3, 13.f, n);
     // Z' = Z T3 / 4
-    mm(false, true, n, n, n, 0.25f, dZ, n, T3, n, 0.f, dZp, n);     // dZ  = dZ' T3^T / 4
-    mm(true, false, n, n, n, 0.25f, Z, n, dZ, n, 0.f, dT, n);       // dT3 = Z^T dZ' / 4
+    mm(false, true, n, n, n, 0.25f, dZ, n, T3, n, 0.f, dZp, n);  // dZ  = dZ' T3^T / 4
+    mm(true, false, n, n, n, 0.25f, Z, n, dZ, n, 0.f, dT, n);    // dT3 = Z^T dZ' / 4
     // T3 = 13I - P T2
-    mm(false, true, n, n, n, -1.f, dT, n, T2, n, 0.f, dP, n);       // dP  = -dT3 T2^T
-    mm(true, false, n, n, n, -1.f, P, n, dT, n, 0.f, dT2, n);       // dT2 = -P^T dT3
+    mm(false, true, n, n, n, -1.f, dT, n, T2, n, 0.f, dP, n);  // dP  = -dT3 T2^T
+    mm(true, false, n, n, n, -1.f, P, n, dT, n, 0.f, dT2, n);  // dT2 = -P^T dT3
     // T2 = 15I - P T1
-    mm(false, true, n, n, n, -1.f, dT2, n, T1, n, 1.f, dP, n);      // dP -= dT2 T1^T
-    mm(true, false, n, n, n, -1.f, P, n, dT2, n, 0.f, dT, n);       // dT1 = -P^T dT2
-    for (int64_t k = 0; k < nn; ++k) dP[k] -= dT[k];                // T1 = 7I - P
+    mm(false, true, n, n, n, -1.f, dT2, n, T1, n, 1.f, dP, n);  // dP -= dT2 T1^T
+    mm(true, false, n, n, n, -1.f, P, n, dT2, n, 0.f, dT, n);   // dT1 = -P^T dT2
+    for (int64_t k = 0; k < nn; ++k) dP[k] -= dT[k];            // T1 = 7I - P
     // P = A Z
-    mm(false, true, n, n, n, 1.f, dP, n, Z, n, 1.f, dA, n);         // dA += dP Z^T
-    mm(true, false, n, n, n, 1.f, A, n, dP, n, 1.f, dZp, n);        // dZ += A^T dP
+    mm(false, true, n, n, n, 1.f, dP, n, Z, n, 1.f, dA, n);   // dA += dP Z^T
+    mm(true, false, n, n, n, 1.f, A, n, dP, n, 1.f, dZp, n);  // dZ += A^T dP
     std::memcpy(dZ, dZp, sizeof(float) * nn);
   }
   // Z_0 = A^T / c, c = max row sum * max column sum.
@@ -184,8 +181,7 @@ void segment_means(float* out, const float* x, int64_t ld, const Segments& s, in
 }
 
 // dx's rows (stride ld) += each segment's gradient dm [mb, Dh] spread evenly over it.
-void segment_means_backward(float* dx, const float* dm, int64_t ld, const Segments& s,
-                            int64_t Dh) {
+void segment_means_backward(float* dx, const float* dm, int64_t ld, const Segments& s, int64_t Dh) {
   for (int64_t j = 0; j < s.mb; ++j) {
     const float inv = 1.f / static_cast<float>(s.bound[j + 1] - s.bound[j]);
     for (int64_t t = s.bound[j]; t < s.bound[j + 1]; ++t) {
@@ -202,9 +198,8 @@ void zero_rows(float* x, int64_t N, int64_t ld, int64_t Dh) {
 
 // One (sequence, head): out [N, Dh] (stride D) from q, k, v (stride D); t receives what
 // backward reads; pw: pinv_floats(m) of workspace.
-void head_forward(float* out, const float* q, const float* k, const float* v,
-                  const float* key_mask, const Segments& s, const NyDims& d, const NyHead& t,
-                  float* pw) {
+void head_forward(float* out, const float* q, const float* k, const float* v, const float* key_mask,
+                  const Segments& s, const NyDims& d, const NyHead& t, float* pw) {
   const int64_t N = d.N, D = d.D, Dh = d.Dh, mb = s.mb;
   if (mb == 0) return zero_rows(out, N, D, Dh);
   segment_means(t.qt, q, D, s, Dh);
@@ -232,12 +227,12 @@ void head_backward(float* dq, float* dk, float* dv, const float* dout, const flo
   if (mb == 0) return;
   float *dF = gw, *dBm = dF + N * d.m, *dU = dBm + N * d.m, *dW = dU + mD, *dQt = dW + mD,
         *dKt = dQt + mD, *dZ = dKt + mD, *dA = dZ + d.m * d.m;
-  mm(true, false, mb, Dh, N, 1.f, t.F, mb, dout, D, 0.f, dU, Dh);     // dU = F^T dout
-  mm(false, true, N, mb, Dh, 1.f, dout, D, t.U, Dh, 0.f, dF, mb);     // dF = dout U^T
-  mm(false, true, mb, mb, Dh, 1.f, dU, Dh, t.W, Dh, 0.f, dZ, mb);     // dZ = dU W^T
-  mm(true, false, mb, Dh, mb, 1.f, t.Z, mb, dU, Dh, 0.f, dW, Dh);     // dW = Z^T dU
-  mm(false, true, mb, N, Dh, 1.f, dW, Dh, v, D, 0.f, dBm, N);         // dB = dW V^T
-  mm(true, false, N, Dh, mb, 1.f, t.Bm, N, dW, Dh, 0.f, dv, D);       // dV = B^T dW
+  mm(true, false, mb, Dh, N, 1.f, t.F, mb, dout, D, 0.f, dU, Dh);  // dU = F^T dout
+  mm(false, true, N, mb, Dh, 1.f, dout, D, t.U, Dh, 0.f, dF, mb);  // dF = dout U^T
+  mm(false, true, mb, mb, Dh, 1.f, dU, Dh, t.W, Dh, 0.f, dZ, mb);  // dZ = dU W^T
+  mm(true, false, mb, Dh, mb, 1.f, t.Z, mb, dU, Dh, 0.f, dW, Dh);  // dW = Z^T dU
+  mm(false, true, mb, N, Dh, 1.f, dW, Dh, v, D, 0.f, dBm, N);      // dB = dW V^T
+  mm(true, false, N, Dh, mb, 1.f, t.Bm, N, dW, Dh, 0.f, dv, D);    // dV = B^T dW
   // A+ from the iterates again (cheap: m x m), then backward through them.
   pinv_forward(pw, t.A, mb, pw + (kPinvIterations + 1) * mb * mb);
   std::fill(dA, dA + mb * mb, 0.f);
@@ -271,11 +266,14 @@ class NystromPath final : public AttentionPath {
   const char* name() const override { return "nystrom"; }
   bool runs(const Config& cfg) const override { return cfg.attention == AttentionKind::nystrom; }
   void validate(const Config& cfg) const override {
-    LF_CHECK(cfg.landmarks >= 1 && cfg.landmarks <= cfg.max_len, "config: landmarks must be in [1, ",
-             "max_len = ", cfg.max_len, "] for nystrom attention, got ", cfg.landmarks);
-    LF_CHECK(!cfg.causal, "config: causal attention is impossible with nystrom: each landmark "
+    LF_CHECK(cfg.landmarks >= 1 && cfg.landmarks <= cfg.max_len,
+             "config: landmarks must be in [1, ", "max_len = ", cfg.max_len,
+             "] for nystrom attention, got ", cfg.landmarks);
+    LF_CHECK(!cfg.causal,
+             "config: causal attention is impossible with nystrom: each landmark "
              "averages a segment of positions, so every query would see future tokens");
-    LF_CHECK(cfg.attention_dropout == 0.f, "config: nystrom attention has no attention "
+    LF_CHECK(cfg.attention_dropout == 0.f,
+             "config: nystrom attention has no attention "
              "probabilities to drop out; set attention_dropout to 0 (got ",
              cfg.attention_dropout, ")");
   }
@@ -316,8 +314,8 @@ class NystromPath final : public AttentionPath {
                 float* din, const float* dkk, const float* dvv) const override {
     KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
   }
-  void attend(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t,
-              const KeysValues& kv, float p_drop) const override {
+  void attend(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t, const KeysValues& kv,
+              float p_drop) const override {
     LF_DCHECK(p_drop == 0.f && A.q && A.ctx, "nystrom: f32 queries and context, no dropout");
     const NyDims d = dims(*c.cfg, c.B, c.N);
     const NystromWork& w = block_of<NystromWork>(c.lay->path);
@@ -378,8 +376,8 @@ class NystromPath final : public AttentionPath {
   double flops(const Config& cfg, int64_t, double n) const override {
     const double D = static_cast<double>(cfg.d_model), H = static_cast<double>(cfg.n_heads),
                  m = std::min(static_cast<double>(cfg.landmarks), n), Dh = D / H;
-    return 2.0 * n * (2.0 * D * D)                    // K and V maps
-           + H * (2.0 * Dh * (4.0 * n * m + 2.0 * m * m)  // F, B, B V, F U; A, Z W
+    return 2.0 * n * (2.0 * D * D)                             // K and V maps
+           + H * (2.0 * Dh * (4.0 * n * m + 2.0 * m * m)       // F, B, B V, F U; A, Z W
                   + kPinvIterations * 4.0 * 2.0 * m * m * m);  // the pseudo-inverse
   }
 

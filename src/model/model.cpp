@@ -477,7 +477,7 @@ namespace {
 // Refuses a precision the model's attention kind does not run, naming both.
 void require_kind_runs(const AttentionPath& kind, ComputeType t) {
   LF_CHECK(kind.runs_precision(t), "attention '", kind.name(), "' runs in f32 only; precision ",
-           compute_type_name(t), " is not available for it (docs/design.md, \"Adding an attention kind\")");
+           compute_type_name(t), " is not available for it (docs/design.md, \"Attention kinds\")");
 }
 }  // namespace
 
