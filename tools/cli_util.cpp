@@ -110,12 +110,14 @@ void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, cons
       inference ? std::vector<std::string>{"auto", "f32", "bf16", "int8"}
                 : std::vector<std::string>{"auto", "f32", "bf16"};
   const auto set = [t](const std::string& s) {
-    *t = resolve_precision(s);
-    if (s == "auto") {  // say what auto chose, and why, as a run folder's model is named
-      const AutoPrecision a = auto_precision();
-      std::fprintf(stderr, "linformer: --precision auto: %s (%s)\n",
-                   compute_type_name(a.precision), a.reason.c_str());
+    if (s != "auto") {
+      *t = resolve_precision(s);
+      return;
     }
+    const AutoPrecision a = auto_precision();  // say what it chose, as a run folder's model is named
+    *t = a.precision;
+    std::fprintf(stderr, "linformer: --precision auto: %s (%s)\n", compute_type_name(a.precision),
+                 a.reason.c_str());
   };
   auto* p = cmd->add_option_function<std::string>("--precision", set, help)
                 ->check(CLI::IsMember(choices))

@@ -261,7 +261,7 @@ struct NystromWork final : PathBlock {
   int64_t per_thread = 0;
 };
 
-class NystromPath final : public AttentionPath {
+class NystromPath final : public FullKeysPath<NystromAct> {
  public:
   const char* name() const override { return "nystrom"; }
   bool runs(const Config& cfg) const override { return cfg.attention == AttentionKind::nystrom; }
@@ -300,19 +300,6 @@ class NystromPath final : public AttentionPath {
   void plan_backward(Carver& c, Layout& l, const Config& cfg, const PathShape& s) const override {
     const NyDims d = dims(cfg, s.B, s.N);
     take_work(c, l, pinv_floats(d.m) + grad_floats(d));
-  }
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                     const float* in) const override {
-    block_of<NystromAct>(A.path).kv.forward(c, lp, in, A.in16);
-    return saved(c, A);
-  }
-  KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
-    const KVMaps& kv = block_of<NystromAct>(A.path).kv;
-    return {kv.k, kv.v, c.mask};
-  }
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                float* din, const float* dkk, const float* dvv) const override {
-    KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
   }
   void attend(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t, const KeysValues& kv,
               float p_drop) const override {

@@ -21,7 +21,7 @@ struct StandardAct final : PathBlock {
   float* stage = nullptr;  // streaming inference: rows of K or V on their way to head-major
 };
 
-class StandardPath final : public AttentionPath {
+class StandardPath final : public FullKeysPath<StandardAct> {
  public:
   explicit StandardPath(Exact exact) : exact_(exact) {}
   const char* name() const override { return "standard"; }
@@ -46,21 +46,6 @@ class StandardPath final : public AttentionPath {
 
   void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {
     make_block<StandardAct>(A.path).kv.take(c, cfg, s);
-  }
-
-  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                     const float* in) const override {
-    block_of<StandardAct>(A.path).kv.forward(c, lp, in, A.in16);
-    return saved(c, A);
-  }
-  KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
-    const KVMaps& kv = block_of<StandardAct>(A.path).kv;
-    return {kv.k, kv.v, c.mask};
-  }
-
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                float* din, const float* dkk, const float* dvv) const override {
-    KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
   }
 
   void plan_infer(Carver& c, LayerAct& A, Layout& l, const Config& cfg,

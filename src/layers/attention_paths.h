@@ -29,4 +29,24 @@ struct KVMaps {
                        const uint16_t* in16, float* din, const float* dk, const float* dv);
 };
 
+// A kind whose keys and values are the K and V maps of every position (standard attention,
+// Nystromformer): training's forward, saved and backward over its block Act's `kv`.
+template <class Act>
+class FullKeysPath : public AttentionPath {
+ public:
+  KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                     const float* in) const override {
+    block_of<Act>(A.path).kv.forward(c, lp, in, A.in16);
+    return saved(c, A);
+  }
+  KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
+    const KVMaps& kv = block_of<Act>(A.path).kv;
+    return {kv.k, kv.v, c.mask};
+  }
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
+                float* din, const float* dkk, const float* dvv) const override {
+    KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
+  }
+};
+
 }  // namespace lf
