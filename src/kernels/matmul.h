@@ -136,18 +136,25 @@ class PackedLinear {
   // out [rows, out_features] (leading dimension out_features) from x [rows, in_features];
   // bias [out_features] or null. x.h (bf16 weights only, or null): x already rounded to
   // bfloat16 (dense), used instead of rounding x.f again (which may then be null).
-  void apply(float* out, ActIn x, int64_t rows, const float* bias, Epilogue e) const;
+  // `segment` > 0: the rows come in groups of that many (a batch's sequences), where a fixed
+  // row tile restarts (set_row_tile); without a row tile it changes nothing.
+  void apply(float* out, ActIn x, int64_t rows, const float* bias, Epilogue e,
+             int64_t segment = 0) const;
   // The same product with the rows in tiles of exactly `tile` rows, each through the one
   // single-threaded primitive of (tile, epilogue, bias) (a last partial tile runs on a
   // zero-padded copy of its rows), the tiles shared among the threads when called outside a
-  // parallel region (serially inside one). A row's result then depends only on the row and
-  // the tile size: not on how many rows the call has, where the row sits among them, or what
-  // the other rows hold (batch-invariant inference, Model::set_batch_invariant). f32 inputs
-  // (bf16 weights round each tile).
+  // parallel region (serially inside one). With `segment` > 0 the tiles restart every
+  // `segment` rows (each sequence of a batch), otherwise at row 0; a segment shorter than
+  // `tile` is one tile of its row count rounded up to 8. A row's result then depends
+  // only on the row, the tile size and its place in its segment: not on how many rows or
+  // segments the call has or what the other rows hold (batch-invariant inference,
+  // Model::set_batch_invariant). The place matters: some kernels (oneDNN's AVX2 f32 matmul)
+  // give a row other bits at another position of its tile. f32 inputs (bf16 weights round
+  // each tile).
   void apply_tiled(float* out, const float* x, int64_t rows, const float* bias, Epilogue e,
-                   int64_t tile) const;
-  // Makes apply() run as apply_tiled(..., rows) (0: as before, in power-of-two blocks). Kept
-  // until changed or the object is replaced; pack() keeps it.
+                   int64_t tile, int64_t segment = 0) const;
+  // Makes apply() run as apply_tiled(..., rows, its segment) (0: as before, in power-of-two
+  // blocks). Kept until changed or the object is replaced; pack() keeps it.
   void set_row_tile(int64_t rows);
   int64_t row_tile() const { return row_tile_; }
 
@@ -165,8 +172,7 @@ class PackedLinear {
   // int8 weights only: y = GELU(x W^T + bias) quantized per row, the input of a next int8
   // product (the FFN's hidden activation, never written in f32): equal to apply() with
   // Epilogue::gelu followed by quantize_rows_u8(..., 127).
-  void apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows,
-                            const float* bias) const;
+  void apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows, const float* bias) const;
 
   // bf16 weights only: out16 = bf16(x16 W^T + bias), rounded to nearest even from the f32
   // accumulator (bf16 training keeps the FFN's hidden activation and gradient in bf16).

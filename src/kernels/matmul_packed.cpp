@@ -282,7 +282,8 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
   return 0;
 }
 
-void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e) const {
+void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e,
+                         int64_t segment) const {
   const float* x = in.f;
   const uint16_t* x16 = in.h;
   LF_CHECK(!x16 || type() == ComputeType::bf16,
@@ -292,7 +293,7 @@ void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, 
             " rows");
   if (row_tile_ > 0) {
     LF_CHECK(!x16, "packed linear: a fixed row tile takes f32 inputs");
-    apply_tiled(out, x, rows, bias, e, row_tile_);
+    apply_tiled(out, x, rows, bias, e, row_tile_, segment);
     return;
   }
   apply_impl(out, x, x16, rows, bias, e, false);
@@ -426,8 +427,8 @@ void PackedLinear::apply_quantized(float* out, QuantizedRows x, int64_t rows, co
   LF_CHECK(packed() && dequantized(type()),
            "packed linear: a quantized input needs int8 weights (these are ",
            compute_type_name(type()), ")");
-  LF_DCHECK(rows <= 0 || (out && x.q && x.scale), "packed linear: null input or output for ",
-            rows, " rows");
+  LF_DCHECK(rows <= 0 || (out && x.q && x.scale), "packed linear: null input or output for ", rows,
+            " rows");
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   Int8Rows io;
   io.xq = x.q;
@@ -485,8 +486,8 @@ void PackedLinear::apply_int8(const Int8Rows& io, int64_t rows, const float* bia
 #pragma omp parallel for schedule(dynamic, 1) num_threads(num_threads())
   for (int64_t i = 0; i < nb; ++i) {
     const int64_t M = b[i].second;
-    im.run_block_int8(im.get(M, e, bias != nullptr, true, false), M, io.from(b[i].first, im.K, im.N),
-                      bias, e);
+    im.run_block_int8(im.get(M, e, bias != nullptr, true, false), M,
+                      io.from(b[i].first, im.K, im.N), bias, e);
   }
 }
 
@@ -496,17 +497,21 @@ void PackedLinear::set_row_tile(int64_t rows) {
 }
 
 void PackedLinear::apply_tiled(float* out, const float* x, int64_t rows, const float* bias,
-                               Epilogue e, int64_t tile) const {
+                               Epilogue e, int64_t tile, int64_t segment) const {
   LF_CHECK(packed(), "packed linear: apply() before pack()");
-  LF_CHECK(tile > 0, "packed linear: row tile ", tile);
+  LF_CHECK(tile > 0 && segment >= 0, "packed linear: row tile ", tile, ", segment ", segment);
   LF_DCHECK(rows <= 0 || (out && x), "packed linear: null input or output for ", rows, " rows");
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
   if (rows <= 0) return;
   const Impl& im = *impl_;
-  const int64_t K = im.K, N = im.N, tiles = (rows + tile - 1) / tile;
-  // Tile i: rows [i * tile, ...); a partial tile runs on zero-padded copies.
+  const int64_t K = im.K, N = im.N, seg = segment > 0 ? std::min(segment, rows) : rows;
+  tile = std::min(tile, (seg + 7) / 8 * 8);  // a short segment: one tile of its rows
+  const int64_t per_seg = (seg + tile - 1) / tile, tiles = (rows + seg - 1) / seg * per_seg;
+  // Tile i: rows [r0, r0 + n) of segment i / per_seg; a partial tile runs on zero-padded copies.
   const auto run_tile = [&](int64_t i) {
-    const int64_t r0 = i * tile, n = std::min(tile, rows - r0);
+    const int64_t s0 = i / per_seg * seg, r0 = s0 + i % per_seg * tile;
+    const int64_t n = std::min({tile, s0 + seg - r0, rows - r0});
+    if (n <= 0) return;
     if (n == tile) {
       im.run_block(tile, out + r0 * N, x + r0 * K, nullptr, bias, e, false);
     } else {

@@ -106,8 +106,8 @@ void KVMaps::forward(const LayerContext& c, const LayerParams& lp, const float* 
 void KVMaps::infer(const LayerContext& c, const LayerParams& lp, const float* in) const {
   using Epi = PackedLinear::Epilogue;
   const int64_t R = c.B * c.N;
-  lp.k.packed.apply(k, in, R, lp.k.b, Epi::store);
-  lp.v.packed.apply(v, in, R, lp.v.b, Epi::store);
+  lp.k.packed.apply(k, in, R, lp.k.b, Epi::store, c.N);
+  lp.v.packed.apply(v, in, R, lp.v.b, Epi::store, c.N);
 }
 
 int64_t KVMaps::stage_floats(int64_t rows, int64_t D) { return std::min(rows, kStageRows) * D; }
@@ -116,9 +116,12 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
                               float* stage) const {
   using Epi = PackedLinear::Epilogue;
   const int64_t R = c.B * c.N, N = c.N, D = c.cfg->d_model, H = c.cfg->n_heads, Dh = D / H;
+  // With a fixed row tile (batch invariance) a staged call holds one sequence's rows, so that
+  // a row's place in its tile depends on its position only.
   const auto one = [&](float* out, const PackedLinear& map, const float* bias) {
-    for (int64_t r0 = 0; r0 < R; r0 += kStageRows) {
-      const int64_t r1 = std::min(R, r0 + kStageRows);
+    const int64_t seg = map.row_tile() > 0 ? N : R;
+    for (int64_t r0 = 0; r0 < R;) {
+      const int64_t r1 = std::min({R, r0 + kStageRows, (r0 / seg + 1) * seg});
       map.apply(stage, in + r0 * D, r1 - r0, bias, Epi::store);
       // Each head's columns of the staged rows to that head's rows, batch element by element.
       parallel_for(0, H, 1, [&](int64_t h0, int64_t h1) {
@@ -130,6 +133,7 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
             g += rows;
           }
       });
+      r0 = r1;
     }
   };
   one(k, lp.k.packed, lp.k.b);

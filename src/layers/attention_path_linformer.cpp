@@ -269,9 +269,9 @@ class ProjectInputPath final : public LinformerPath {
     if (lp.slot_v != lp.slot_k)
       seq_project_forward_lowmem(A.xpv, A.emv, c.proj->E(lp.slot_v), in, c.mask, sd, scratch,
                                  kProjColumns, c.precision);
-    lp.k.packed.apply(A.kp, A.xpk, B * K, nullptr, Epi::store);
+    lp.k.packed.apply(A.kp, A.xpk, B * K, nullptr, Epi::store, K);  // K rows a sequence
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
-    lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store);
+    lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store, K);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
     return saved(c, L);

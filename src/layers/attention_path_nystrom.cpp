@@ -346,7 +346,7 @@ class NystromPath final : public FullKeysPath<NystromAct> {
                          const float** ctx_all) const override {
     const NystromAct& act = block_of<NystromAct>(A.path);
     act.kv.infer(c, lp, in);
-    lp.q.packed.apply(A.q, in, c.B * c.N, lp.q.b, PackedLinear::Epilogue::store);
+    lp.q.packed.apply(A.q, in, c.B * c.N, lp.q.b, PackedLinear::Epilogue::store, c.N);
     const KeysValues kv = saved(c, A);
     const NyDims d = dims(*c.cfg, c.B, c.N);
     const NystromWork& w = block_of<NystromWork>(c.lay->path);

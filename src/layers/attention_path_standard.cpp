@@ -87,7 +87,7 @@ class StandardPath final : public FullKeysPath<StandardAct> {
     // all of the batch at once (materialized, into A.probs).
     act.kv.infer(c, lp, in);
     const KeysValues kv = saved(c, A);
-    lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store);
+    lp.q.packed.apply(A.q, in, R, lp.q.b, Epi::store, c.N);
     AttnRun r;
     r.scale = c.scale();
     r.scratch = c.lay->scratch;

@@ -35,18 +35,36 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   lay(&head_arena);
   for (int64_t i = 0; i < M; ++i) std::memcpy(c.xin + i * D, hid + rows[i] * D, D * sizeof(float));
   const TrainWeights wt = mlm_train_weights();
-  // Batch-invariant inference: both products in fixed row tiles (PackedLinear::apply_tiled).
+  // Batch-invariant inference: both products in fixed row tiles (PackedLinear::apply_tiled)
+  // that restart at each run of rows from one sequence, so that a row's place in its tile
+  // depends on its own sequence only.
   const bool fixed = batch_invariant();
+  const auto tiled = [&](const PackedLinear& p, float* y, const float* x, const float* b) {
+    std::vector<int64_t> starts;
+    for (int64_t i = 0; i < M; ++i)
+      if (i == 0 || rows[i] / N != rows[i - 1] / N) starts.push_back(i);
+    starts.push_back(M);
+    bool equal = true;
+    for (size_t r = 1; r + 1 < starts.size(); ++r)
+      equal = equal && starts[r + 1] - starts[r] == starts[1];
+    if (equal) {  // e.g. every row of every sequence: one call, a segment per sequence
+      p.apply_tiled(y, x, M, b, PackedLinear::Epilogue::store, kInvariantRows, starts[1]);
+      return;
+    }
+    const int64_t out = p.out_features();
+    for (size_t r = 0; r + 1 < starts.size(); ++r)
+      p.apply_tiled(y + starts[r] * out, x + starts[r] * D, starts[r + 1] - starts[r], b,
+                    PackedLinear::Epilogue::store, kInvariantRows);
+  };
   if (fixed)
-    lm_dense.train_fwd.apply_tiled(c.t1, c.xin, M, lm_dense.b, PackedLinear::Epilogue::store,
-                                   kInvariantRows);
+    tiled(lm_dense.train_fwd, c.t1, c.xin, lm_dense.b);
   else
     linear_forward(c.t1, c.xin, Weight(lm_dense.w, wt(lm_dense)), lm_dense.b,
                    LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);
   gelu_forward(c.t2, c.t1, M * D);
   layernorm_forward(c.t3, c.mean, c.rstd, c.t2, lm_ln.w, lm_ln.b, M, D, cfg.layer_norm_eps);
   if (fixed)
-    word_fwd.apply_tiled(c.logits, c.t3, M, lm_bias, PackedLinear::Epilogue::store, kInvariantRows);
+    tiled(word_fwd, c.logits, c.t3, lm_bias);
   else
     linear_forward(c.logits, c.t3, Weight(word, TrainWeight(wt(word), &word_fwd, nullptr)), lm_bias,
                    LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
@@ -182,12 +200,13 @@ double Model::Impl::cls_forward_backward(const int32_t* labels, bool grad, float
   const int64_t f0 = first * D;  // dropout mask index of c0[0] (Batch::first)
   dropout_forward(c0, c0, B * D, p, seed, rng_stream(kClsIn), f0);
   const LinearDims dense{/*rows=*/B, /*in=*/D, /*out=*/D}, out{/*rows=*/B, /*in=*/D, /*out=*/C};
-  // Batch-invariant inference: both maps in f32, in fixed row tiles.
+  // Batch-invariant inference: both maps in f32, a row at a time through one primitive (in a
+  // tile of several rows a row's bits can depend on its place: PackedLinear::apply_tiled).
   const bool fixed = batch_invariant();
   if (fixed) ensure_cls_packed();
   const auto map = [&](float* y, const float* x, const Linear& l, const LinearDims& d) {
     if (fixed)
-      l.packed.apply_tiled(y, x, B, l.b, PackedLinear::Epilogue::store, kInvariantRows);
+      l.packed.apply_tiled(y, x, B, l.b, PackedLinear::Epilogue::store, 1);
     else
       linear_forward(y, x, l.w, l.b, d, train_compute);
   };

@@ -128,7 +128,7 @@ Model::Impl::Impl(const Config& c) : cfg(c) {
 // Packs the weights for the compute type if they changed since the last packing, and sets
 // their row tiles: fixed for the padded length N in batch-invariant inference, none otherwise.
 void Model::Impl::ensure_packed(int64_t N) {
-  const int64_t tile = invariant ? invariant_rows(N) : 0;
+  const int64_t tile = invariant ? invariant_rows(N, num_threads()) : 0;
   for_each_encoder_linear(layers, cfg, [&](Linear& l, int64_t out, int64_t in, int64_t layer) {
     if (!packed_current) l.packed.pack(l.w, out, in, layer_compute(layer));
     l.packed.set_row_tile(tile);
@@ -165,11 +165,11 @@ void Model::Impl::drop_packed() {
 // Bytes of the packed weights: held now, or (before packing) what packing will take.
 size_t Model::Impl::packed_bytes() const {
   size_t b = 0;
-  for_each_encoder_linear(layers, cfg, [&](const Linear& l, int64_t out, int64_t in,
-                                           int64_t layer) {
-    b += packed_current ? l.packed.bytes()
-                        : PackedLinear::packed_bytes(out, in, layer_compute(layer));
-  });
+  for_each_encoder_linear(
+      layers, cfg, [&](const Linear& l, int64_t out, int64_t in, int64_t layer) {
+        b += packed_current ? l.packed.bytes()
+                            : PackedLinear::packed_bytes(out, in, layer_compute(layer));
+      });
   return b;
 }
 

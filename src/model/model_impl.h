@@ -51,14 +51,15 @@ struct Model::Impl : Layout {
   bool invariant = false;
   bool batch_invariant() const { return invariant && !train; }
   // Rows of the fixed tiles of every linear map, and of the layers' row blocks, in
-  // batch-invariant inference: 64, or for a padded length N below 64, N rounded up to a
-  // multiple of 8 (a block holds one sequence's rows: a 24-row sentence padded to a 64-row
-  // tile cost 2.7x its work in the maps). A function of N only, so a sequence still gets the
-  // same bits in any batch of the same padded length. The heads keep kInvariantRows.
+  // batch-invariant inference, for a padded length N and `threads` threads: N split into
+  // equal tiles of about 256 rows (128 or 64 while one sequence would give fewer tiles than
+  // threads), rounded up to a multiple of 8. Tiles start at each sequence's first row, so a
+  // sequence pays at most 7 padding rows per tile (a 24-token sentence is one 24-row tile,
+  // N 300 two of 152), and fewer, larger tiles save each product call's dispatch. A function of
+  // N and the thread count only, so a sequence gets the same bits in any batch of the same
+  // padded length. The MLM head keeps kInvariantRows; the classifier runs a row at a time.
   static constexpr int64_t kInvariantRows = 64;
-  static int64_t invariant_rows(int64_t N) {
-    return std::min<int64_t>(kInvariantRows, std::max<int64_t>(8, (N + 7) / 8 * 8));
-  }
+  static int64_t invariant_rows(int64_t N, int threads);
   // The classification head's maps packed in f32 for batch-invariant inference
   // (Linear::packed of cls_dense and cls_out), made on first use after the weights change.
   bool cls_packed_current = false;

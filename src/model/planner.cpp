@@ -15,7 +15,7 @@ constexpr int64_t kInferRows = 256;
 
 // Query rows per inference block for a batch of shape (B, N): kInferRows, halved while
 // there would be fewer than two blocks per thread. (Batch-invariant inference uses
-// invariant_rows(N) whatever B is.)
+// invariant_rows(N, threads) whatever B is.)
 int64_t infer_chunk(int64_t B, int64_t N) {
   int64_t c = std::min<int64_t>(kInferRows, N);
   const int64_t want = 2 * num_threads();
@@ -30,6 +30,13 @@ int64_t max_k(const std::vector<LayerParams>& layers) {
 }
 
 }  // namespace
+
+int64_t Model::Impl::invariant_rows(int64_t N, int threads) {
+  int64_t target = 4 * kInvariantRows;  // 256, 128 or 64: a tile per thread for one sequence
+  while (target > kInvariantRows && (N + target - 1) / target < threads) target /= 2;
+  const int64_t tiles = std::max<int64_t>(1, (N + target - 1) / target);
+  return std::max<int64_t>(8, ((N + tiles - 1) / tiles + 7) / 8 * 8);
+}
 
 size_t Model::Impl::carve(Arena* ar, Layout& out, int64_t B, int64_t N, bool train,
                           bool masked) const {
@@ -147,7 +154,7 @@ size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.hid = Lo.xs[L];  // pre-norm: the final LayerNorm runs in place
   // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
   // FFN hidden [c,F]; attention scores.
-  const int64_t ch = invariant ? invariant_rows(N) : infer_chunk(B, N);
+  const int64_t ch = invariant ? invariant_rows(N, num_threads()) : infer_chunk(B, N);
   const AttnDims d{/*B=*/B,
                    /*N=*/N,
                    /*Lk=*/ap.key_length(N, maxK),
