@@ -27,37 +27,29 @@ declare -A uses=(
 )
 levels=(core kernels io data layers model dist train analysis bench)
 status=0
-for lvl in "${!uses[@]}"; do
-  allowed=" $lvl ${uses[$lvl]} "
-  for other in "${levels[@]}"; do
-    [[ "$allowed" == *" $other "* ]] && continue
-    hits=$(grep -rn --include='*.h' --include='*.cpp' -E "^#include \"$other/" "$src/$lvl" || true)
-    if [[ -n "$hits" ]]; then
-      echo "check_levels: $lvl includes headers of $other (it uses only:${uses[$lvl]:- nothing}):" >&2
-      echo "$hits" | sed 's/^/  /' >&2
-      status=1
-    fi
-  done
-done
-# Symbols: what each level's objects need, against what every level's objects define.
 # shellcheck disable=SC2086
 defined() { nm -C --defined-only ${objs[$1]} | grep -E ' [TW] ' | sed 's/^[0-9a-f]* [TW] //' | sort -u; }
 # shellcheck disable=SC2086
 needed() { nm -C --undefined-only ${objs[$1]} | grep -E '^ +U ' | sed 's/^ *U //' | sort -u; }
-n=0
+# What level $1 includes of level $2 (the sources), or calls of it (the objects: what it needs
+# that $2 defines).
+includes() { grep -rn --include='*.h' --include='*.cpp' -E "^#include \"$2/" "$src/$1" || true; }
+calls() {
+  [[ -n "${objs[$1]:-}" && -n "${objs[$2]:-}" ]] || return 0
+  comm -12 <(needed "$1") <(defined "$2") || true
+}
 for lvl in "${!uses[@]}"; do
-  [[ -n "${objs[$lvl]:-}" ]] || continue
-  n=$((n + 1))
   allowed=" $lvl ${uses[$lvl]} "
   for other in "${levels[@]}"; do
-    [[ "$allowed" == *" $other "* || -z "${objs[$other]:-}" ]] && continue
-    bad=$(comm -12 <(needed "$lvl") <(defined "$other") || true)
-    if [[ -n "$bad" ]]; then
-      echo "check_levels: $lvl calls functions defined in $other:" >&2
+    [[ "$allowed" == *" $other "* ]] && continue
+    for what in includes calls; do
+      bad=$($what "$lvl" "$other")
+      [[ -z "$bad" ]] && continue
+      echo "check_levels: $lvl $what $other (it uses only:${uses[$lvl]:- nothing}):" >&2
       echo "$bad" | sed 's/^/  /' >&2
       status=1
-    fi
+    done
   done
 done
-((status == 0)) && echo "check_levels: $n levels, each including and calling only the levels below it"
+((status == 0)) && echo "check_levels: ${#uses[@]} levels, each including and calling only the levels below it"
 exit $status
