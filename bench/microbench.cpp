@@ -1,8 +1,8 @@
 // Kernel micro-benchmarks: the GEMM shapes of a RoBERTa-base layer (whole-batch and the
 // per-thread row blocks of the inference path; sgemm on the weights as in training, and the
-// packed f32/bf16 linear maps of inference), softmax, LayerNorm, GELU, each attention kind
-// at several n, and one whole encoder layer in f32 and bf16. GFLOP/s counters count
-// matrix-product FLOPs only.
+// packed f32/bf16/int8 linear maps of inference), softmax, LayerNorm, GELU, the attention
+// kernels at several n, and one whole encoder layer for every attention kind of the registry in
+// every precision (EncoderLayer/...). GFLOP/s counters count matrix-product FLOPs only.
 #include <benchmark/benchmark.h>
 
 #include <stdexcept>
@@ -279,46 +279,81 @@ BENCHMARK(BM_Attention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// One RoBERTa-base encoder layer (plus embeddings), inference, batch of 8192 / n sequences.
-void BM_EncoderLayer(benchmark::State& st) {
-  const int kind = static_cast<int>(st.range(0));
-  const int64_t n = st.range(1), k = st.range(2);
-  const ComputeType ct = st.range(3) ? ComputeType::bf16 : ComputeType::f32;
+// One encoder layer (plus embeddings), inference, batch of max(1, 8192 / n) sequences, for every
+// attention choice of the registry (bench::attention_choices(): each kind, standard attention
+// once per inference way) in every precision (bench::precisions()), registered in main() as
+// EncoderLayer/<attention>/<precision>/n:<n>[/k:<k>]. A precision the CPU or the kind does not
+// run is reported as skipped, with the model's reason. The shape: RoBERTa-base at n 512 and
+// 4096 (k 128, and 256 at 4096), or --tiny (d 32, 2 heads, d_ff 64, n 64, k 16: the test's).
+struct LayerShape {
+  int64_t d = D, heads = H, ff = F, vocab = 50265;
+  std::vector<int64_t> ns{512, 4096};
+  std::vector<int64_t> ks_at(int64_t n) const {
+    if (d != D) return {16};
+    return n >= 4096 ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{128};
+  }
+};
+
+void encoder_layer(benchmark::State& st, const LayerShape& s, const bench::AttentionChoice& a,
+                   ComputeType ct, int64_t n, int64_t k) {
   Config c;
-  c.vocab_size = 50265, c.max_len = n, c.d_model = D, c.n_heads = H, c.d_ff = F, c.n_layers = 1;
-  c.position_offset = 2;
-  c.attention = kind == 2 ? AttentionKind::linformer : AttentionKind::standard;
-  c.k = {kind == 2 ? k : 128};
+  c.vocab_size = s.vocab, c.max_len = n, c.d_model = s.d, c.n_heads = s.heads, c.d_ff = s.ff;
+  c.n_layers = 1, c.position_offset = 2, c.dropout = 0.f, c.attention_dropout = 0.f;
+  c.k = {k > 0 ? k : 128};
+  bench::set_attention(c, a, "layerwise", "linear");
   Model m(c);
   m.init(1);
-  if (kind == 1) m.set_exact_attention(Model::ExactAttention::streaming);
-  m.set_compute_type(ct);
+  m.set_exact_attention(a.exact);
+  try {
+    m.set_compute_type(ct);
+  } catch (const std::exception& err) {  // this CPU, or this kind, does not run ct
+    st.SkipWithError(err.what());
+    return;
+  }
   const int64_t B = std::max<int64_t>(1, 8192 / n);
   std::vector<int32_t> ids(B * n);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(rng_bits(1, 2, i) % 50265);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>(rng_bits(1, 2, i) % static_cast<uint64_t>(s.vocab));
   const Batch batch{ids.data(), nullptr, B, n};
   m.forward(batch, false);
   for (auto _ : st) m.forward(batch, false);
   set_flops(st, B * bench::encoder_flops(c, n));
-  st.SetLabel(std::string(kind == 0   ? "standard"
-                          : kind == 1 ? "streaming"
-                                      : "linformer") +
-              " " + compute_type_name(ct));
+  st.SetLabel(a.name + " " + compute_type_name(ct));
 }
-BENCHMARK(BM_EncoderLayer)
-    ->ArgNames({"kind", "n", "k", "bf16"})
-    ->Args({0, 512, 0, 0})
-    ->Args({1, 512, 0, 0})
-    ->Args({2, 512, 128, 0})
-    ->Args({2, 512, 128, 1})
-    ->Args({0, 4096, 0, 0})
-    ->Args({1, 4096, 0, 0})
-    ->Args({2, 4096, 128, 0})
-    ->Args({2, 4096, 128, 1})
-    ->Args({2, 4096, 256, 0})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+
+void register_encoder_layers(const LayerShape& s) {
+  for (const bench::AttentionChoice& a : bench::attention_choices())
+    for (ComputeType ct : bench::precisions())
+      for (int64_t n : s.ns)
+        for (int64_t k : a.projected ? s.ks_at(n) : std::vector<int64_t>{0}) {
+          std::string name =
+              "EncoderLayer/" + a.name + "/" + compute_type_name(ct) + "/n:" + std::to_string(n);
+          if (k > 0) name += "/k:" + std::to_string(k);
+          benchmark::RegisterBenchmark(
+              name.c_str(), [=, &a](benchmark::State& st) { encoder_layer(st, s, a, ct, n, k); })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
+}
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// Google Benchmark's flags, and --tiny: the encoder layers at the test's small shape.
+int main(int argc, char** argv) {
+  LayerShape shape;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--tiny") {
+      shape.d = 32, shape.heads = 2, shape.ff = 64, shape.vocab = 100, shape.ns = {64};
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
+  register_encoder_layers(shape);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

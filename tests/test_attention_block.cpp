@@ -1,23 +1,20 @@
-// The own streaming-attention kernel (kernels/attention_block.h) against a naive double-precision
-// attention written here, over shapes that exercise every tile remainder (rows, keys and head
-// sizes that are not multiples of 16, 6 or 8), key masks (a padded tail, scattered holes, a
-// whole masked key block, every key masked), causal rows, NaN scores and scores large enough
-// to overflow exp without the running max; and against the sgemm path it replaces, and for
-// batch invariance (a query's result does not depend on its row block); every case on every
-// instruction-set level this CPU runs.
+// The own streaming-attention kernel's properties (kernels/attention_block.h): NaN scores, scores
+// large enough to overflow exp without the running max, the sgemm path it replaces, batch
+// invariance (a query's result does not depend on its row block) and head-major keys; every
+// case on every instruction-set level this CPU runs. Its values against a naive double-precision
+// attention are op cases (tests/ops/cases_attention_block.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "isa_util.h"
 #include "kernels/attention_block.h"
 #include "layers/attention.h"
 #include "linformer/rng.h"
-#include "isa_util.h"
 #include "test_util.h"
 
 namespace lf {
@@ -25,139 +22,6 @@ namespace {
 
 using attn_block::HeadIn;
 using test::random_vec;
-
-struct Case {
-  int64_t rows, keys, Dh, kb;
-  int mask;             // 0 none, 1 padded tail, 2 holes, 3 a whole block masked, 4 all masked
-  int64_t first_query;  // -1: not causal
-  float magnitude = 1.f;
-};
-
-std::vector<float> make_mask(const Case& c) {
-  std::vector<float> m(c.keys, 1.f);
-  for (int64_t j = 0; j < c.keys; ++j) {
-    if (c.mask == 1) m[j] = j < c.keys * 2 / 3 ? 1.f : 0.f;
-    if (c.mask == 2) m[j] = rng_bits(7, 3, j) % 3 == 0 ? 0.f : 1.f;
-    if (c.mask == 3) m[j] = j >= c.kb && j < 2 * c.kb ? 0.f : 1.f;
-    if (c.mask == 4) m[j] = 0.f;
-  }
-  return m;
-}
-
-// Row r of the reference: softmax over visible keys in double, 0 when none is visible.
-void naive(double* out, const float* q, const float* k, const float* v, int64_t ld,
-           const float* mask, int64_t keys, int64_t Dh, int64_t r, int64_t first_query,
-           float scale) {
-  std::vector<double> s(keys);
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < keys; ++j) {
-    bool vis = !mask || mask[j] != 0.f;
-    if (first_query >= 0 && j > first_query + r) vis = false;
-    if (!vis) {
-      s[j] = std::nan("");  // marks invisible
-      continue;
-    }
-    double d = 0;
-    for (int64_t c = 0; c < Dh; ++c) d += double(q[r * ld + c]) * k[j * ld + c];
-    s[j] = scale * d;
-    mx = std::max(mx, s[j]);
-  }
-  for (int64_t c = 0; c < Dh; ++c) out[c] = 0;
-  if (mx == -std::numeric_limits<double>::infinity()) return;
-  double sum = 0;
-  for (int64_t j = 0; j < keys; ++j) {
-    if (std::isnan(s[j])) continue;
-    const double w = std::exp(s[j] - mx);
-    sum += w;
-    for (int64_t c = 0; c < Dh; ++c) out[c] += w * v[j * ld + c];
-  }
-  for (int64_t c = 0; c < Dh; ++c) out[c] /= sum;
-}
-
-// Every case on every instruction-set level this CPU runs (isa_util.h); the baseline level has
-// no kernel of its own (available() is false there) and skips.
-class AttentionBlock : public ::testing::TestWithParam<std::tuple<Case, isa::Level>> {
- protected:
-  void SetUp() override {
-    LF_ON_ISA_LEVEL(scope_, std::get<1>(GetParam()));
-    if (!attn_block::available()) GTEST_SKIP() << "no own attention kernel on this level";
-  }
-  std::optional<test::IsaScope> scope_;
-};
-
-// Round to nearest even f32 -> bf16 -> f32, written here from the format's definition.
-float through_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if (std::isnan(x)) return x;
-  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
-TEST_P(AttentionBlock, MatchesDoubleReference) {
-  const Case c = std::get<0>(GetParam());
-  // The head's columns sit inside wider rows (ld = 3 Dh + 5), as in the model's [*, D].
-  const int64_t ld = 3 * c.Dh + 5, qoff = c.Dh + 2;
-  const float scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
-  const std::vector<float> q = random_vec(c.rows * ld, 1, c.magnitude),
-                           k = random_vec(c.keys * ld, 2, c.magnitude),
-                           v = random_vec(c.keys * ld, 3, 1.f);
-  const std::vector<float> mask = make_mask(c);
-  const float* mp = c.mask ? mask.data() : nullptr;
-  for (auto ops : {attn_block::Operands::f32, attn_block::Operands::bf16}) {
-    if (!attn_block::available(ops)) continue;
-    const bool bf16 = ops == attn_block::Operands::bf16;
-    SCOPED_TRACE(bf16 ? "bf16 operands" : "f32 operands");
-    std::vector<float> ctx(c.rows * ld, -7.f), work(attn_block::work_floats(c.rows, c.Dh, c.kb));
-    attn_block::attend_head(ctx.data() + qoff, ld,
-                            HeadIn{q.data() + qoff, k.data() + qoff, v.data() + qoff, ld, ld}, mp,
-                            c.rows, c.keys, c.Dh, c.kb, c.first_query, scale, work.data(), ops);
-    // bf16: the reference takes the operands as rounded (the kernel's contract); what remains
-    // is the weights' rounding, at most 2^-9 of each term.
-    std::vector<float> qr = q, kr = k, vr = v;
-    if (bf16)
-      for (auto* x : {&qr, &kr, &vr})
-        for (float& e : *x) e = through_bf16(e);
-    std::vector<double> ref(c.Dh);
-    double err = 0, norm = 0;
-    for (int64_t r = 0; r < c.rows; ++r) {
-      naive(ref.data(), qr.data() + qoff, kr.data() + qoff, vr.data() + qoff, ld, mp, c.keys, c.Dh,
-            r, c.first_query, scale);
-      for (int64_t col = 0; col < ld; ++col) {
-        const float got = ctx[r * ld + col];
-        if (col < qoff || col >= qoff + c.Dh) {
-          ASSERT_EQ(got, -7.f) << "wrote outside the head's columns, row " << r << " col " << col;
-          continue;
-        }
-        const double want = ref[col - qoff];
-        ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << col;
-        err = std::max(err, std::abs(got - want));
-        norm = std::max(norm, std::abs(want));
-      }
-    }
-    const double tol = bf16 ? 4e-3 * std::max(1.0, norm)
-                            : 2e-5 * std::max(1.0, norm) * std::max(1.f, c.magnitude * c.magnitude);
-    EXPECT_LE(err, tol) << "max |error| " << err << " against max |value| " << norm;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionBlock,
-    ::testing::Combine(::testing::Values(Case{1, 1, 1, 16, 0, -1}, Case{5, 7, 7, 16, 0, -1},
-                      Case{16, 256, 64, 256, 0, -1}, Case{17, 257, 64, 256, 1, -1},
-                      Case{100, 600, 72, 256, 2, -1}, Case{33, 300, 16, 64, 3, -1},
-                      Case{20, 50, 24, 32, 4, -1}, Case{40, 130, 64, 32, 0, 0},
-                      Case{23, 200, 40, 64, 2, 90}, Case{256, 513, 64, 256, 1, -1},
-                      Case{12, 700, 64, 256, 0, -1, 12.f}, Case{7, 64, 13, 16, 2, -1, 30.f}),
-                       ::testing::ValuesIn(test::all_isa_levels())),
-    [](const auto& info) {
-      const Case& c = std::get<0>(info.param);
-      return "rows" + std::to_string(c.rows) + "_keys" + std::to_string(c.keys) + "_dh" +
-             std::to_string(c.Dh) + "_kb" + std::to_string(c.kb) + "_mask" +
-             std::to_string(c.mask) + (c.first_query >= 0 ? "_causal" : "") +
-             (c.magnitude > 1.f ? "_large" : "") + "_" + isa::level_name(std::get<1>(info.param));
-    });
 
 class AttentionBlockEdge : public test::OnEveryIsa {};
 

@@ -1,8 +1,8 @@
-// int8 inference (--precision int8, docs/int8.md): the quantize and dequantize kernels against
-// naive references (rounding half to even, saturation, zero and non-finite rows, leading
-// dimensions), the packed int8 product against the double-precision product within the
-// quantization bound, row independence, the model in int8 against f32 for every attention
-// kind with padding, layers kept in f32, and training refusing int8.
+// int8 inference (--precision int8, docs/int8.md): the quantize kernels' ties, saturation and
+// non-finite rows, the packed int8 product's quantized forms and row independence, the model in
+// int8 against f32 for every attention kind with padding, layers kept in f32, and training
+// refusing int8. The kernels against naive references (quantize, dequantize, the GELU epilogue,
+// the product within its quantization bound) are op cases (tests/ops/cases_int8.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,62 +18,6 @@
 
 namespace lf {
 namespace {
-
-// The naive quantization of one row: scale = max|x| / qmax, q = x / scale rounded half to
-// even, in double.
-void naive_quantize(const float* x, int64_t n, int qmax, std::vector<int>& q, double& scale) {
-  double amax = 0;
-  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(double(x[i])));
-  scale = amax / qmax;
-  q.assign(n, 0);
-  if (amax == 0) return;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = double(x[i]) / scale;
-    double r = std::floor(v + 0.5);
-    if (r - v == 0.5 && std::fmod(r, 2.0) != 0) r -= 1;  // a tie goes to the even neighbour
-    q[i] = static_cast<int>(r);
-  }
-}
-
-TEST(Int8Quantize, MatchesNaiveRowByRowWithLeadingDimensions) {
-  const int64_t rows = 37, cols = 45, ldx = 50, ldq = 48;
-  std::vector<float> x = test::random_vec(rows * ldx, 3, 2.f);
-  for (int64_t c = 0; c < cols; ++c) x[5 * ldx + c] = 0.f;  // a zero row
-  for (int64_t c = 0; c < cols; ++c) x[9 * ldx + c] *= 1e-30f;  // a tiny one
-  std::vector<int8_t> q(rows * ldq, 99);
-  std::vector<float> s(rows, -1.f);
-  for (int qmax : {127, 63}) {
-    quantize_rows(q.data(), ldq, s.data(), x.data(), rows, cols, ldx, qmax);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<int> want;
-      double scale = 0;
-      naive_quantize(x.data() + r * ldx, cols, qmax, want, scale);
-      EXPECT_NEAR(s[r], scale, 1e-6 * scale) << "row " << r;
-      int off_by_one = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const int got = q[r * ldq + c];
-        ASSERT_LE(std::abs(got), qmax) << r << "," << c;
-        // The kernel multiplies by qmax / amax in f32; at a value within f32 rounding of a
-        // tie it may take the other neighbour (never more than one step).
-        ASSERT_LE(std::abs(got - want[c]), 1) << r << "," << c;
-        off_by_one += got != want[c];
-      }
-      EXPECT_LE(off_by_one, 1) << "row " << r;
-      for (int64_t c = cols; c < ldq; ++c) ASSERT_EQ(q[r * ldq + c], 99) << "padding written";
-    }
-    EXPECT_EQ(s[5], 0.f);
-    for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(q[5 * ldq + c], 0);
-    EXPECT_GT(s[9], 0.f);
-    // The unsigned form is the same values shifted by 128, with the same scales.
-    std::vector<uint8_t> u(rows * ldq, 7);
-    std::vector<float> su(rows);
-    quantize_rows_u8(u.data(), ldq, su.data(), x.data(), rows, cols, ldx, qmax);
-    EXPECT_EQ(su, s);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < ldq; ++c)
-        ASSERT_EQ(int(u[r * ldq + c]), c < cols ? q[r * ldq + c] + 128 : 7) << r << "," << c;
-  }
-}
 
 TEST(Int8Quantize, TiesGoToEvenAndTheLargestValueSaturatesExactly) {
   // amax = 127 gives scale 1: the values themselves are rounded.
@@ -93,8 +37,8 @@ TEST(Int8Quantize, TiesGoToEvenAndTheLargestValueSaturatesExactly) {
 TEST(Int8Quantize, NonFiniteRowsPoisonTheirScaleOnly) {
   const float nan = std::numeric_limits<float>::quiet_NaN(),
               inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {1.f, 2.f, nan, 4.f,  // NaN
-                          1.f, inf, 3.f, 4.f,  // +inf
+  std::vector<float> x = {1.f, 2.f,  nan, 4.f,  // NaN
+                          1.f, inf,  3.f, 4.f,  // +inf
                           1.f, -2.f, 3.f, -4.f};
   std::vector<int8_t> q(12, 5);
   std::vector<float> s(3);
@@ -106,84 +50,16 @@ TEST(Int8Quantize, NonFiniteRowsPoisonTheirScaleOnly) {
   EXPECT_EQ(q[11], -127);
 }
 
-TEST(Int8Dequantize, MatchesNaiveForEveryEpilogue) {
-  const int64_t rows = 9, N = 21;
-  std::vector<int32_t> acc(rows * N);
-  for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 7919) % 20001) - 10000;
-  const std::vector<float> rs = test::random_vec(rows, 4, 1e-3f), cs = test::random_vec(N, 5, 1e-2f),
-                           bias = test::random_vec(N, 6), start = test::random_vec(rows * N, 7);
-  std::vector<int32_t> off(N);
-  for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 977) - 9000;
-  for (DequantOp op : {DequantOp::store, DequantOp::gelu, DequantOp::accumulate})
-    for (bool with_bias : {false, true})
-      for (bool with_offset : {false, true}) {
-      std::vector<float> out = start;
-      dequantize_rows(out.data(), acc.data(), rows, N, rs.data(), cs.data(),
-                      with_offset ? off.data() : nullptr, with_bias ? bias.data() : nullptr, op);
-      for (int64_t m = 0; m < rows; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          const double a = double(acc[m * N + n]) - (with_offset ? off[n] : 0);
-          double v = a * rs[m] * cs[n] + (with_bias ? bias[n] : 0.0);
-          if (op == DequantOp::gelu) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-          if (op == DequantOp::accumulate) v += start[m * N + n];
-          ASSERT_NEAR(out[m * N + n], v, 1e-5 * (1 + std::fabs(v)))
-              << static_cast<int>(op) << " bias " << with_bias << " offset " << with_offset
-              << " at " << m << "," << n;
-        }
-      }
-}
-
-// Every element of the int8 product within the bound the quantization allows:
-// |y - x.w| <= sum_k (|x_k| sw / 2 + |w_k| sx / 2 + sx sw / 4), sx = max|x| / 127 per row,
-// sw = max|w| / qmax per output channel; checked against the double product.
-TEST(Int8Product, WithinTheQuantizationBoundOfTheExactProduct) {
-  LF_REQUIRE_INT8();
-  const int64_t K = 200, N = 70;
-  const int qw = int8_weight_max();
-  const std::vector<float> W = test::random_vec(N * K, 11), b = test::random_vec(N, 12);
-  PackedLinear p;
-  p.pack(W.data(), N, K, ComputeType::int8);
-  EXPECT_EQ(p.type(), ComputeType::int8);
-  EXPECT_GE(p.bytes(), static_cast<size_t>(N * K));
-  for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{300}, int64_t{1100}}) {
-    std::vector<float> x = test::random_vec(rows * K, 13 + rows, 3.f);
-    if (rows > 2)
-      for (int64_t k = 0; k < K; ++k) x[2 * K + k] = 0.f;  // a zero row gives the bias
-    std::vector<float> y(rows * N);
-    p.apply(y.data(), x.data(), rows, b.data(), PackedLinear::Epilogue::store);
-    for (int64_t m = 0; m < rows; ++m) {
-      double ax = 0;
-      for (int64_t k = 0; k < K; ++k) ax = std::max(ax, std::fabs(double(x[m * K + k])));
-      const double sx = ax / 127;
-      for (int64_t n = 0; n < N; ++n) {
-        double aw = 0, exact = b[n], bound = 0;
-        for (int64_t k = 0; k < K; ++k) aw = std::max(aw, std::fabs(double(W[n * K + k])));
-        const double sw = aw / qw;
-        for (int64_t k = 0; k < K; ++k) {
-          const double xv = x[m * K + k], wv = W[n * K + k];
-          exact += xv * wv;
-          bound += std::fabs(xv) * sw / 2 + std::fabs(wv) * sx / 2 + sx * sw / 4;
-        }
-        ASSERT_LE(std::fabs(y[m * N + n] - exact), bound * 1.001 + 1e-5)
-            << "rows " << rows << " at " << m << "," << n;
-        if (m == 2 && rows > 2) {
-          ASSERT_EQ(y[m * N + n], b[n]);
-        }
-      }
-    }
-  }
-}
-
 // The GELU epilogue quantizing its output for the next product: bitwise the f32 GELU epilogue
-// followed by quantize_rows_u8 (each tested against naive references above), and within one
-// quantization step of the naive dequantize + erf GELU + quantize in double.
+// followed by quantize_rows_u8 (each, and this one, against naive references: the op cases of
+// tests/ops/cases_int8.cpp).
 TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
   const int64_t rows = 7, N = 53;
   std::vector<int32_t> acc(rows * N);
   for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 6007) % 30011) - 15000;
   for (int64_t n = 0; n < N; ++n) acc[3 * N + n] = 0;  // with no bias and offset: a zero row
-  const std::vector<float> rs = test::random_vec(rows, 8, 1e-3f), cs = test::random_vec(N, 9, 1e-2f),
-                           bias = test::random_vec(N, 10);
+  const std::vector<float> rs = test::random_vec(rows, 8, 1e-3f),
+                           cs = test::random_vec(N, 9, 1e-2f), bias = test::random_vec(N, 10);
   std::vector<int32_t> off(N);
   for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 331) - 8000;
   for (bool with_bias : {false, true}) {
@@ -199,19 +75,6 @@ TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
     EXPECT_EQ(s, want_s) << "bias " << with_bias;
     if (!with_bias) {
       EXPECT_EQ(s[3], 0.f);
-    }
-    for (int64_t m = 0; m < rows; ++m) {
-      std::vector<float> v(N);
-      for (int64_t n = 0; n < N; ++n) {
-        const double a = double(acc[m * N + n]) - (o ? o[n] : 0);
-        const double x = a * rs[m] * cs[n] + (b ? b[n] : 0.0);
-        v[n] = static_cast<float>(0.5 * x * (1 + std::erf(x / std::sqrt(2.0))));
-      }
-      std::vector<int> nq;
-      double ns = 0;
-      naive_quantize(v.data(), N, 127, nq, ns);
-      EXPECT_NEAR(s[m], ns, 1e-5 * ns + 1e-30) << m;
-      for (int64_t n = 0; n < N; ++n) ASSERT_LE(std::abs(int(q[m * N + n]) - 128 - nq[n]), 1) << m;
     }
   }
 }
@@ -260,9 +123,9 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
   f.pack(W.data(), N, K, ComputeType::f32);
   std::vector<uint8_t> q(K);
   std::vector<float> s(1), out(N);
-  EXPECT_ERROR_MENTIONS(
-      f.apply_quantized(out.data(), {q.data(), s.data()}, 1, nullptr, PackedLinear::Epilogue::store),
-      "int8 weights");
+  EXPECT_ERROR_MENTIONS(f.apply_quantized(out.data(), {q.data(), s.data()}, 1, nullptr,
+                                          PackedLinear::Epilogue::store),
+                        "int8 weights");
   EXPECT_ERROR_MENTIONS(f.apply_gelu_quantized({q.data(), s.data()}, out.data(), 1, nullptr),
                         "int8 weights");
 }
@@ -338,9 +201,9 @@ TEST(Int8Product, RefusesTrainingForms) {
   p.pack(W.data(), 8, 8, ComputeType::int8);
   std::vector<uint16_t> x16(8);
   std::vector<float> out(8);
-  EXPECT_ERROR_MENTIONS(p.apply(out.data(), ActIn(nullptr, x16.data()), 1, nullptr,
-                                PackedLinear::Epilogue::store),
-                        "bf16 input");
+  EXPECT_ERROR_MENTIONS(
+      p.apply(out.data(), ActIn(nullptr, x16.data()), 1, nullptr, PackedLinear::Epilogue::store),
+      "bf16 input");
 }
 
 // A model wide enough that the quantization error is averaged as in real models.

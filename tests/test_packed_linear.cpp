@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/matmul.h"
+#include "ops/harness.h"
 #include "test_util.h"
 
 namespace lf {
@@ -77,9 +78,10 @@ TEST(PackedLinear, WeightsAreCopiedAtPackTime) {
 }
 
 // The input-gradient form: pack_transposed(W [rows, cols]) maps x [., rows] to x W, checked
-// against gemm_naive on the rounded operands; re-packing new weights of the same shape into
-// the same object (as bf16 training does after every step) gives the new product; a
-// pre-rounded input gives the same result as rounding inside, over more rows than one block.
+// against the naive product (ops::naive_gemm) on the rounded operands; re-packing new weights of
+// the same shape into the same object (as bf16 training does after every step) gives the new
+// product; a pre-rounded input gives the same result as rounding inside, over more rows than one
+// block.
 TEST(PackedLinear, TransposedRepackedAndPreRounded) {
   const int64_t Wr = 72, Wc = 136, rows = PackedLinear::kMaxRowsDirect + 100;
   for (ComputeType t : test::compute_types()) {
@@ -99,8 +101,8 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
       std::vector<float> out(rows * Wc), want(rows * Wc);
       pl.apply(out.data(), x.data(), rows, nullptr, Epi::store);
       const auto xr = r(x), Wrd = r(W);
-      gemm_naive(false, false, rows, Wc, Wr, 1.f, xr.data(), Wr, Wrd.data(), Wc, 0.f, want.data(),
-                 Wc);
+      ops::naive_gemm(false, false, rows, Wc, Wr, 1.f, xr.data(), Wr, Wrd.data(), Wc, 0.f,
+                      want.data(), Wc);
       EXPECT_LT(test::rel_error(out.data(), want.data(), out.size()), 2e-6)
           << compute_type_name(t) << " seed " << seed;
       if (!bf16) continue;

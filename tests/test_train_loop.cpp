@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "test_util.h"
@@ -76,6 +77,13 @@ struct ToyModel {
   ToyModel() : model(toy_config()), adam((model.init(1), model), optim()) {}
   Model model;
   AdamW adam;
+  // A fresh run of the toy task with options lo (task: the task it ran).
+  LoopResult run(const LoopOptions& lo, std::unique_ptr<ToyTask>& task) {
+    TrainLoop loop(model, adam, lo);
+    loop.start(false);
+    task = std::make_unique<ToyTask>(model);
+    return loop.run(*task);
+  }
 };
 
 LoopOptions toy_options(const std::string& dir) {
@@ -183,13 +191,11 @@ TEST(TrainLoop, StopThenResumeEqualsUninterrupted) {
   LoopOptions lo = toy_options(d + "/t");
   lo.time_limit = 1e-9;
   lo.evaluate_at_stop = true;
-  TrainLoop loop(t.model, t.adam, lo);
-  loop.start(false);
-  ToyTask task(t.model);
-  const LoopResult r = loop.run(task);
+  std::unique_ptr<ToyTask> task;
+  const LoopResult r = t.run(lo, task);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.steps_done, 1);
-  EXPECT_EQ(task.evaluated, std::vector<int64_t>{1});
+  EXPECT_EQ(task->evaluated, std::vector<int64_t>{1});
   EXPECT_EQ(latest_checkpoint(d + "/t"), d + "/t/checkpoints/step-00000001");
 }
 
@@ -205,10 +211,8 @@ TEST(TrainLoop, HooksSeeEveryRecordAndStopOnRequest) {
   int asked = 0;
   lo.hooks.on_record = [&](const json& r) { seen.push_back(r); };
   lo.hooks.stop_requested = [&] { return ++asked == 4; };
-  TrainLoop loop(t.model, t.adam, lo);
-  loop.start(false);
-  ToyTask task(t.model);
-  const LoopResult r = loop.run(task);
+  std::unique_ptr<ToyTask> task;
+  const LoopResult r = t.run(lo, task);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.steps_done, 4);
   EXPECT_EQ(asked, 4);

@@ -53,6 +53,10 @@ double median(std::vector<double> v);
 std::string fmt(const char* f, double v);  // snprintf of one number
 std::string gib(double bytes);             // "%.2f" GiB
 
+// The markdown of an inference run (bench_report.cpp): the grids of every efficient kind that
+// ran against each baseline (standard attention's ways), and every run.
+std::string markdown(const std::vector<json>& all_runs, const json& meta, const Opts& o,
+                     const std::vector<int64_t>& ns, const std::vector<int64_t>& ks);
 // bench.csv (a row per record) and the plots bench_time.svg and bench_memory.svg in dir
 // (bench_report.cpp).
 void write_csv(const std::string& path, const std::vector<json>& runs);

@@ -1,17 +1,17 @@
 #include "cli_util.h"
 
-#include "linformer/models.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "linformer/bench.h"
 #include "linformer/checkpoint.h"
 #include "linformer/cpu.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
+#include "linformer/models.h"
 
 namespace lf::cli {
 
@@ -104,17 +104,27 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
       ->group(group);
 }
 
+namespace {
+// The names of the precisions (bench::precisions()), those that train only unless `inference`.
+std::vector<std::string> precision_names(bool inference) {
+  std::vector<std::string> v;
+  for (ComputeType t : bench::precisions())
+    if (inference || compute_type_trains(t)) v.push_back(compute_type_name(t));
+  return v;
+}
+}  // namespace
+
 void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
                           bool inference) {
-  const std::vector<std::string> choices =
-      inference ? std::vector<std::string>{"auto", "f32", "bf16", "int8"}
-                : std::vector<std::string>{"auto", "f32", "bf16"};
+  std::vector<std::string> choices = precision_names(inference);
+  choices.insert(choices.begin(), "auto");
   const auto set = [t](const std::string& s) {
     if (s != "auto") {
       *t = resolve_precision(s);
       return;
     }
-    const AutoPrecision a = auto_precision();  // say what it chose, as a run folder's model is named
+    const AutoPrecision a =
+        auto_precision();  // say what it chose, as a run folder's model is named
     *t = a.precision;
     std::fprintf(stderr, "linformer: --precision auto: %s (%s)\n", compute_type_name(a.precision),
                  a.reason.c_str());
@@ -150,19 +160,21 @@ void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* flo
                   "bf16, e.g. --float-layers 0 11 (docs/int8.md)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->group("Speed");
-  add_precision_option(cmd, t, "Speed",
-                       "auto: bf16 where its products are faster (AMX, AMD Zen 4/5), else f32 "
-                       "(`linformer info` says which; never int8); f32; bf16: the encoder's "
-                       "linear maps in bfloat16 (weights packed "
-                       "once, f32 accumulation; AVX-512): about 1.8x faster where bf16 products "
-                       "run at full rate (AMX, AMD Zen 4/5), slower than f32 on Intel CPUs with "
-                       "AVX512-BF16 but no AMX (0.6x measured); outputs within ~1e-2 of f32; int8: the same maps "
-                       "with int8 weights (a scale per output channel) and inputs quantized per "
-                       "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
-                       "attention's products take bfloat16 operands with bf16 on AVX512-BF16 "
-                       "CPUs, with int8 where bf16 is the faster (AMX, AMD Zen 4/5); softmax, LayerNorm and the heads stay f32 "
-                       "(docs/int8.md)",
-                       true);
+  add_precision_option(
+      cmd, t, "Speed",
+      "auto: bf16 where its products are faster (AMX, AMD Zen 4/5), else f32 "
+      "(`linformer info` says which; never int8); f32; bf16: the encoder's "
+      "linear maps in bfloat16 (weights packed "
+      "once, f32 accumulation; AVX-512): about 1.8x faster where bf16 products "
+      "run at full rate (AMX, AMD Zen 4/5), slower than f32 on Intel CPUs with "
+      "AVX512-BF16 but no AMX (0.6x measured); outputs within ~1e-2 of f32; int8: the same maps "
+      "with int8 weights (a scale per output channel) and inputs quantized per "
+      "token, int32 accumulation (AVX2; fastest with AVX512-VNNI); "
+      "attention's products take bfloat16 operands with bf16 on AVX512-BF16 "
+      "CPUs, with int8 where bf16 is the faster (AMX, AMD Zen 4/5); softmax, LayerNorm and the "
+      "heads stay f32 "
+      "(docs/int8.md)",
+      true);
 }
 
 CLI::Validator model_folder(const std::string& option) {

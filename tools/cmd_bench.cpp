@@ -37,6 +37,12 @@ namespace {
 
 using namespace benchcli;
 
+std::vector<std::string> names_of(const std::vector<ComputeType>& types) {
+  std::vector<std::string> v;
+  for (ComputeType t : types) v.push_back(compute_type_name(t));
+  return v;
+}
+
 struct Job {
   std::string kind;  // a bench::attention_choices() name
   int64_t n = 0, k = 0;
@@ -54,7 +60,13 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   r["compute"] = compute_type_name(ct);
   const Config cfg = make_config(o, j.kind, j.n, j.k);
   Model m(cfg);
-  m.set_compute_type(ct);
+  try {
+    m.set_compute_type(ct);
+  } catch (const Error& e) {  // a kind that does not run this precision says so
+    r["status"] = "refused";
+    r["error"] = e.what();
+    return r;
+  }
   m.set_exact_attention(bench::attention_choice(j.kind).exact);
   const int64_t maxb = bench::max_batch(m, j.n, budget);
   const size_t act1 = m.forward_bytes(1, j.n, false);
@@ -74,9 +86,8 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
     r["status"] = "does_not_fit";
     return r;
   }
-  const int64_t bt = o.at_max_batch
-                         ? maxb
-                         : std::min(maxb, std::max<int64_t>(1, o.batch_tokens / j.n));
+  const int64_t bt =
+      o.at_max_batch ? maxb : std::min(maxb, std::max<int64_t>(1, o.batch_tokens / j.n));
   r["batch"] = bt;
   const double predicted = flops * bt / (predicted_gflops * 1e9);
   if (predicted > o.max_run_seconds) {
@@ -115,155 +126,13 @@ json run_job(const Opts& o, const Job& j, size_t budget, double predicted_gflops
   return r;
 }
 
-const json* find_run(const std::vector<json>& runs, const std::string& kind, int64_t n,
-                     int64_t k) {
-  for (const json& r : runs)
-    if (r.value("attention", "") == kind && r.value("n", int64_t(0)) == n &&
-        (k == 0 || (r.contains("k") && r["k"].is_number() && r["k"].get<int64_t>() == k)))
-      return &r;
-  return nullptr;
-}
-
-bool ok(const json* r) { return r && r->value("status", "") == "ok"; }
-bool fits(const json* r) { return r && r->value("max_batch", int64_t(0)) > 0; }
-
-// Ratio cell of the grids: `what` is "time" (base s/seq / Linformer s/seq), "memory"
-// (Linformer max batch / base max batch) or "flops" (base FLOPs / Linformer FLOPs per
-// sequence: the time saved when both run at the same FLOP rate).
-std::string cell(const json* base, const json* lin, const std::string& base_name,
-                 const std::string& what) {
-  if (!lin) return "";
-  if (what == "flops") {
-    if (!base) return "n/a";
-    return fmt("%.1fx", base->value("flops_per_sequence", 0.0) /
-                            std::max(lin->value("flops_per_sequence", 1.0), 1.0));
-  }
-  if (!fits(lin)) return "Linformer does not fit";
-  if (!base) return "n/a";
-  if (!fits(base))
-    return base_name + " does not fit (" + gib(base->value("bytes_batch1", 0.0)) +
-           " GiB at batch 1)";
-  if (what == "memory")
-    return fmt("%.1fx", lin->value("max_batch", 1.0) / base->value("max_batch", 1.0));
-  if (!ok(base)) return base_name + " " + base->value("status", "?");
-  if (!ok(lin)) return "Linformer " + lin->value("status", "?");
-  return fmt("%.1fx", base->value("seconds_per_sequence", 0.0) /
-                          lin->value("seconds_per_sequence", 1.0));
-}
-
-// The grid of cells over n (rows) and k (columns), against the runs of attention `base`.
-std::string grid(const std::vector<json>& runs, const std::vector<int64_t>& ns,
-                 const std::vector<int64_t>& ks, const std::string& base, const std::string& what) {
-  std::ostringstream os;
-  os << "| n \\ k |";
-  for (int64_t k : ks) os << " " << k << " |";
-  os << "\n|---|";
-  for (size_t i = 0; i < ks.size(); ++i) os << "---|";
-  os << "\n";
-  for (int64_t n : ns) {
-    os << "| " << n << " |";
-    const json* b = find_run(runs, base, n, 0);
-    for (int64_t k : ks) os << " " << (k < n ? cell(b, find_run(runs, "linformer", n, k), base, what) : "") << " |";
-    os << "\n";
-  }
-  return os.str();
-}
-
-std::string markdown(const std::vector<json>& all_runs, const json& meta, const Opts& o,
-                     const std::vector<int64_t>& ns, const std::vector<int64_t>& ks) {
-  // The grids describe the main precision; --compare-precision adds the others' table.
-  const std::vector<json> runs = runs_in(all_runs, meta.value("compute", "f32"));
-  const bool several = meta.contains("precisions") && meta["precisions"].size() > 1;
-  std::ostringstream os;
-  const double peak = meta.value("sgemm_gflops", 0.0);
-  os << "# Inference efficiency: Linformer vs standard and streaming attention\n\n";
-  os << "Baselines, all exact: `standard` holds the [B, H, n, n] attention matrices of the "
-        "batch (as PyTorch and fairseq do, the paper's baseline); `tiled` is the engine's "
-        "standard attention (one n x n tile per thread); `streaming` is the online softmax "
-        "over key blocks (FlashAttention's idea, O(n) memory).\n\n";
-  os << "Model: " << o.layers << " layer(s), d_model " << o.d_model << ", " << o.heads
-     << " heads, d_ff " << o.d_ff << ", vocab " << o.vocab
-     << ", Linformer " << meta.value("sharing", "layerwise") << " sharing, "
-     << meta.value("projection", "linear") << " projection. Random token ids, no padding.\n";
-  os << "Memory budget " << fmt("%.1f", meta.value("budget_bytes", 0.0) / kGiB)
-     << " GiB (engine accounting: parameters + activations + scratch + ids). "
-     << meta.value("threads", 0) << " threads. Compute type "
-     << meta.value("compute", "f32")
-     << (meta.value("compute", "f32") == "bf16"
-             ? " (linear maps in bf16, packed weights; attention's products on bf16 operands "
-               "where the CPU has AVX512-BF16, else f32; softmax, LayerNorm in f32); "
-               "oneDNN bf16 matmul peak in this run "
-         : meta.value("compute", "f32") == "int8"
-             ? " (linear maps in int8: packed int8 weights, inputs quantized per token, int32 "
-               "accumulation; attention's products on bf16 operands where bf16 products "
-               "are the faster ones (AMX, AMD Zen 4/5), else f32; softmax, LayerNorm in f32); int8 linear-map peak "
-               "(quantize, product, dequantize) in this run "
-             : "; oneDNN sgemm peak in this run ")
-     << fmt("%.0f", peak) << " GFLOP/s (" << meta.value("sgemm_shape", "") << ").\n";
-  os << "Time: median of repetitions after a warm-up, at the timed batch (the largest that fits, "
-     << (o.at_max_batch ? "as here" : "capped at " + std::to_string(o.batch_tokens) + " tokens")
-     << "); per sequence.\n\n";
-  // The grids: a heading, a note under it, the baseline and the ratio (cell()).
-  const struct {
-    const char *heading, *note, *base, *what;
-  } grids[] = {
-      {"Time saved (standard s/seq / Linformer s/seq)", "", "standard", "time"},
-      {"Memory saved (Linformer max batch / standard max batch in the budget)", "", "standard",
-       "memory"},
-      {"FLOP ratio (standard FLOPs / Linformer FLOPs per sequence)",
-       "The time saved of two implementations running at the same FLOP rate: the ceiling of the "
-       "time saved when both are GEMM-bound.\n\n",
-       "standard", "flops"},
-      {"Time saved against the engine's tiled standard attention", "", "tiled", "time"},
-      {"Memory saved against the engine's tiled standard attention (max batch ratio)", "", "tiled",
-       "memory"},
-      {"Time saved against exact streaming attention", "", "streaming", "time"},
-      {"Memory saved against exact streaming attention (max batch ratio)", "", "streaming",
-       "memory"},
-  };
-  for (const auto& g : grids)
-    os << "## " << g.heading << "\n\n" << g.note << grid(runs, ns, ks, g.base, g.what) << "\n";
-  if (several) os << precisions_table(all_runs, meta);
-  os << "## All runs\n\n"
-     << "% of sgemm: against the same precision's product measured in the same child just "
-        "before the run.\n\n"
-     << "| attention | n | k | max batch | timed batch | ms/seq | GFLOP/s | % of sgemm | "
-        "engine GiB | peak RSS GiB | activation MiB/seq |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const json& r : several ? all_runs : runs) {
-    const bool g = ok(&r);
-    os << "| " << r.value("attention", "?")
-       << (several ? std::string(" (") + r.value("compute", "f32") + ")" : std::string()) << " | "
-       << r.value("n", 0) << " | "
-       << (r.contains("k") && !r["k"].is_null() ? std::to_string(r["k"].get<int64_t>()) : "-")
-       << " | " << r.value("max_batch", 0) << " | "
-       << (r.contains("batch") ? std::to_string(r["batch"].get<int64_t>()) : "-") << " | ";
-    if (g) {
-      os << fmt("%.2f", 1e3 * r.value("seconds_per_sequence", 0.0)) << " | "
-         << fmt("%.0f", r.value("gflops", 0.0)) << " | "
-         << fmt("%.0f%%", 100.0 * r.value("gflops", 0.0) /
-                              std::max(r.value("sgemm_gflops_now", peak), 1e-9)) << " | "
-         << gib(r.value("peak_bytes_engine", 0.0)) << " | " << gib(r.value("peak_rss_bytes", 0.0));
-    } else {
-      std::string why = r.value("status", "?");
-      if (why == "does_not_fit")
-        why = "does not fit batch 1 (needs " + gib(r.value("bytes_batch1", 0.0)) + " GiB)";
-      if (why == "skipped")
-        why = "skipped (predicted " + fmt("%.0f", r.value("predicted_seconds", 0.0)) + " s)";
-      if (why == "error") why = "error: " + r.value("error", "");
-      os << why << " | | | | ";
-    }
-    os << " | " << fmt("%.1f", r.value("bytes_per_sequence", 0.0) / (1024.0 * 1024.0)) << " |\n";
-  }
-  return os.str();
-}
-
 }  // namespace
 
 void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench",
-      "Inference efficiency of Linformer against exact attention (paper Table 3): standard\n"
+      "Inference efficiency of the efficient attention kinds (Linformer, Nystromformer: every\n"
+      "kind of the registry) against exact attention (paper Table 3): standard\n"
       "(the [B,H,n,n] attention matrices held, as in PyTorch, fairseq and the paper), tiled\n"
       "(the engine's standard path, one n x n tile per thread) and streaming (online softmax,\n"
       "O(n) memory). For every (n, k), the largest batch that fits the memory\n"
@@ -288,11 +157,15 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--k", o->ks, "Projected lengths (default 128 256 512 1024 2048; --train: 128)")
       ->delimiter(',');
   // The choices come from the registry of attention kinds (bench::attention_choices).
+  std::string names;
+  for (const std::string& n : bench::attention_choice_names())
+    names += (names.empty() ? "" : ", ") + n;
   cmd->add_option("--attention", o->kinds,
-                  "Attention to run: standard (the [B,H,n,n] layout of PyTorch and the paper), "
-                  "tiled, streaming (online softmax; the engine's default on AVX2 and AVX-512 "
-                  "builds, tiled elsewhere), linformer (at each "
-                  "--k) (--train: standard linformer; default linformer)")
+                  "Attention to run, default every one: " + names +
+                      ". standard: the [B,H,n,n] layout of PyTorch and the paper; tiled, "
+                      "streaming: the engine's exact ways (streaming, online softmax, is its "
+                      "default on AVX2 and AVX-512 builds); a projected kind (linformer) runs at "
+                      "each --k. --train: the kinds that train; default linformer")
       ->check(CLI::IsMember(bench::attention_choice_names()))
       ->capture_default_str();
   cmd->add_option("--sharing", o->sharing,
@@ -330,7 +203,7 @@ void add_bench(CLI::App& app) {
                   "in every precision back to back, and add a table of "
                   "every configuration's time in each, the speed-up over --precision and each "
                   "rate against its own precision's product peak (measured in the same run)")
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}))
+      ->check(CLI::IsMember(names_of(bench::precisions())))
       ->group("Options");
   cmd->add_flag("--json", o->json_out, "Print the JSON document instead of markdown");
   cmd->add_flag("--no-fork", o->no_fork,
@@ -450,11 +323,11 @@ void add_bench(CLI::App& app) {
       peak_of[prec] = peak.value("gflops", 0.0);
       peaks[compute_type_name(prec)] = peak_of[prec];
       if (prec == main_precision) peak_gflops = peak_of[prec];
-      std::fprintf(stderr, "bench: %s product %lldx%lldx%lld: %.0f %s on %d threads; budget %.1f GiB\n",
-                   compute_type_name(prec), static_cast<long long>(gm), static_cast<long long>(gn),
-                   static_cast<long long>(gk), peak_of[prec],
-                   prec == ComputeType::int8 ? "GOP/s" : "GFLOP/s", peak.value("threads", 0),
-                   budget / kGiB);
+      std::fprintf(
+          stderr, "bench: %s product %lldx%lldx%lld: %.0f %s on %d threads; budget %.1f GiB\n",
+          compute_type_name(prec), static_cast<long long>(gm), static_cast<long long>(gn),
+          static_cast<long long>(gk), peak_of[prec],
+          prec == ComputeType::int8 ? "GOP/s" : "GFLOP/s", peak.value("threads", 0), budget / kGiB);
     }
     // 2. The grid, each configuration in every precision back to back: a ratio between
     // precisions is then measured seconds apart, not a grid's length apart (on a shared
@@ -463,7 +336,8 @@ void add_bench(CLI::App& app) {
     for (int64_t n : opt.ns)
       for (const bench::AttentionChoice& c : bench::attention_choices()) {
         if (!kinds.count(c.name)) continue;
-        if (!c.projected) jobs.push_back({c.name, n, 0});
+        if (!c.projected)
+          jobs.push_back({c.name, n, 0});
         else
           for (int64_t k : opt.ks)
             if (k < n && n % k == 0) jobs.push_back({c.name, n, k});
@@ -474,12 +348,11 @@ void add_bench(CLI::App& app) {
       for (ComputeType prec : precisions) {
         opt.precision = prec;
         const double this_peak = peak_of[prec];
-        const std::string name =
-            j.kind + " n=" + std::to_string(j.n) +
-            (j.k > 0 ? " k=" + std::to_string(j.k) : std::string());
-        std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, name.c_str(),
-                     precisions.size() > 1 ? (std::string(" ") + compute_type_name(prec)).c_str()
-                                           : "");
+        const std::string name = j.kind + " n=" + std::to_string(j.n) +
+                                 (j.k > 0 ? " k=" + std::to_string(j.k) : std::string());
+        std::fprintf(
+            stderr, "[%zu/%zu] %s%s ...", ++done, total, name.c_str(),
+            precisions.size() > 1 ? (std::string(" ") + compute_type_name(prec)).c_str() : "");
         std::fflush(stderr);
         const double t0 = bench::now_seconds();
         json r = run([&] { return run_job(opt, j, budget_bytes, 0.8 * std::max(this_peak, 1.0)); });
@@ -489,7 +362,9 @@ void add_bench(CLI::App& app) {
         r["layers"] = opt.layers;
         const std::string st = r.value("status", "?");
         if (st == "ok")
-          std::fprintf(stderr, " max batch %lld, timed %lld: %.2f ms/seq, %.0f GFLOP/s (%.0f%% of sgemm), RSS %.2f GiB [%.0f s]\n",
+          std::fprintf(stderr,
+                       " max batch %lld, timed %lld: %.2f ms/seq, %.0f GFLOP/s (%.0f%% of sgemm), "
+                       "RSS %.2f GiB [%.0f s]\n",
                        static_cast<long long>(r.value("max_batch", 0)),
                        static_cast<long long>(r.value("batch", 0)),
                        1e3 * r.value("seconds_per_sequence", 0.0), r.value("gflops", 0.0),
@@ -507,22 +382,23 @@ void add_bench(CLI::App& app) {
         runs.push_back(std::move(r));
       }
     opt.precision = main_precision;
-    json meta = {{"sgemm_gflops", peak_gflops},
-                 {"compute", compute_type_name(opt.precision)},
-                 {"peaks", peaks},
-                 {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
-                 {"threads", peak.value("threads", 0)},
-                 {"budget_bytes", budget_bytes},
-                 {"layers", opt.layers},
-                 {"d_model", opt.d_model},
-                 {"heads", opt.heads},
-                 {"d_ff", opt.d_ff},
-                 {"vocab", opt.vocab},
-                 {"sharing", opt.sharing.empty() ? "layerwise" : opt.sharing},
-                 {"projection", opt.projection},
-                 {"batch_tokens", opt.batch_tokens},
-                 {"at_max_batch", opt.at_max_batch},
-                 {"forked", !opt.no_fork}};
+    json meta = {
+        {"sgemm_gflops", peak_gflops},
+        {"compute", compute_type_name(opt.precision)},
+        {"peaks", peaks},
+        {"sgemm_shape", std::to_string(gm) + "x" + std::to_string(gn) + "x" + std::to_string(gk)},
+        {"threads", peak.value("threads", 0)},
+        {"budget_bytes", budget_bytes},
+        {"layers", opt.layers},
+        {"d_model", opt.d_model},
+        {"heads", opt.heads},
+        {"d_ff", opt.d_ff},
+        {"vocab", opt.vocab},
+        {"sharing", opt.sharing.empty() ? "layerwise" : opt.sharing},
+        {"projection", opt.projection},
+        {"batch_tokens", opt.batch_tokens},
+        {"at_max_batch", opt.at_max_batch},
+        {"forked", !opt.no_fork}};
     if (precisions.size() > 1) {
       meta["precisions"] = json::array();
       for (ComputeType t : precisions) meta["precisions"].push_back(compute_type_name(t));

@@ -46,6 +46,9 @@ std::vector<std::string> projection_values();
 void set_attention(Config& cfg, const AttentionChoice& choice, const std::string& sharing,
                    const std::string& projection);
 
+// Every precision (ComputeType), in order: what the benchmarks run through and the CLI offers.
+const std::vector<ComputeType>& precisions();
+
 // Matrix-product FLOPs (2 per multiply-add) of one encoder forward for one sequence of
 // length n, following the engine's evaluation order (docs/model.md): the Q/K/V/output maps,
 // the FFN, the attention products (scores and weighted values), and Linformer's sequence
@@ -92,12 +95,12 @@ double now_seconds();
 // ---- Training steps (`linformer bench --train`) ----
 
 struct TrainBenchOptions {
-  int64_t batch = 8;        // sequences per step
-  int warmup_steps = 2;     // untimed steps first (arena growth, oneDNN primitives)
-  int steps = 5;            // timed steps (the median is reported)
+  int64_t batch = 8;                       // sequences per step
+  int warmup_steps = 2;                    // untimed steps first (arena growth, oneDNN primitives)
+  int steps = 5;                           // timed steps (the median is reported)
   ComputeType compute = ComputeType::f32;  // Model::set_train_compute_type
-  bool phases = true;       // run the phase timers during the timed steps
-  uint64_t seed = 1;        // weights, token ids, masking
+  bool phases = true;                      // run the phase timers during the timed steps
+  uint64_t seed = 1;                       // weights, token ids, masking
 };
 
 // Wall-clock seconds of one phase of a step: matmul, attention, elementwise, optimizer, data
@@ -109,12 +112,12 @@ struct PhaseTime {
 };
 
 struct TrainBenchResult {
-  size_t params = 0;               // parameters AdamW updates (the whole table)
-  int64_t tokens_per_step = 0;     // B x n
-  double masked_per_step = 0;      // labelled rows of the timed steps, mean
+  size_t params = 0;                 // parameters AdamW updates (the whole table)
+  int64_t tokens_per_step = 0;       // B x n
+  double masked_per_step = 0;        // labelled rows of the timed steps, mean
   std::vector<double> step_seconds;  // every timed step, in order
-  double seconds_per_step = 0;     // median of step_seconds
-  double flops_per_step = 0;       // training_flops() at masked_per_step
+  double seconds_per_step = 0;       // median of step_seconds
+  double flops_per_step = 0;         // training_flops() at masked_per_step
   // Of the median step (the mean of the middle two for an even count); empty without phases.
   std::vector<PhaseTime> phases;
   double matmul_flops_counted = 0;  // FLOPs the product timers saw in that step

@@ -65,8 +65,7 @@ const AttentionChoice& attention_choice(const std::string& name, bool training) 
   for (const AttentionChoice& c : attention_choices()) {
     if (c.name != name) continue;
     LF_CHECK(!training || c.trains(), "bench --train: --attention ", name,
-             " is an inference variant; training runs ",
-             joined(attention_choice_names(true)));
+             " is an inference variant; training runs ", joined(attention_choice_names(true)));
     return c;
   }
   fail("bench: no attention '", name, "' (choices: ", joined(attention_choice_names(training)),
@@ -95,6 +94,11 @@ void set_attention(Config& cfg, const AttentionChoice& choice, const std::string
   fail("bench: no attention kind runs ", choice.name, " with sharing '", sharing,
        "' and projection '", projection, "' (sharing: ", joined(sharing_values()),
        "; projection: ", joined(projection_values()), ")");
+}
+
+const std::vector<ComputeType>& precisions() {
+  static const std::vector<ComputeType> v{ComputeType::f32, ComputeType::bf16, ComputeType::int8};
+  return v;
 }
 
 double layer_flops(const Config& cfg, int64_t l, int64_t n) {
@@ -186,8 +190,9 @@ namespace lf {
 
 std::vector<ProductPeak> product_peaks(int reps) {
   std::vector<ProductPeak> out;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16, ComputeType::int8})
-    if (compute_type_supported(t)) out.push_back({t, bench::matmul_gflops(t, 2048, 3072, 768, reps)});
+  for (ComputeType t : bench::precisions())
+    if (compute_type_supported(t))
+      out.push_back({t, bench::matmul_gflops(t, 2048, 3072, 768, reps)});
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/config_names.h"
 #include "core/limits.h"
 #include "io/json_read.h"
 #include "layers/attention_path.h"
@@ -19,43 +20,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// Each enum's values with their names (in config.json and in messages), listed once.
+// The enum value named by j (the names: core/config_names.h).
 template <typename E>
-struct Named {
-  E value;
-  const char* name;
-};
-const Named<AttentionKind> kAttentionNames[] = {{AttentionKind::standard, "standard"},
-                                                {AttentionKind::linformer, "linformer"},
-                                                {AttentionKind::nystrom, "nystrom"}};
-const Named<Sharing> kSharingNames[] = {{Sharing::none, "none"},
-                                        {Sharing::headwise, "headwise"},
-                                        {Sharing::kv, "kv"},
-                                        {Sharing::layerwise, "layerwise"}};
-const Named<Projection> kProjectionNames[] = {{Projection::linear, "linear"},
-                                              {Projection::mean_pool, "mean_pool"},
-                                              {Projection::max_pool, "max_pool"},
-                                              {Projection::conv, "conv"}};
-const Named<ProjectionInit> kProjectionInitNames[] = {{ProjectionInit::normal, "normal"},
-                                                      {ProjectionInit::mean_pool, "mean_pool"}};
-const Named<NormPlacement> kNormNames[] = {{NormPlacement::post, "post"},
-                                           {NormPlacement::pre, "pre"}};
-const Named<ClassifierPooling> kPoolingNames[] = {{ClassifierPooling::first, "first"},
-                                                  {ClassifierPooling::mean, "mean"}};
-
-template <typename E, size_t M>
-const char* name_of(E v, const Named<E> (&names)[M]) {
-  for (const Named<E>& n : names)
-    if (n.value == v) return n.name;
-  return "?";
-}
-
-template <typename E, size_t M>
-E parse_enum(const json& j, const char* key, const Named<E> (&names)[M]) {
+E parse_enum(const json& j, const char* key) {
   LF_CHECK(j.is_string(), "config: '", key, "' must be a string");
   const std::string s = j.get<std::string>();
   std::string allowed;
-  for (const Named<E>& n : names) {
+  for (const Named<E>& n : names_of(E{})) {
     if (s == n.name) return n.value;
     allowed += std::string(allowed.empty() ? "" : ", ") + n.name;
   }
@@ -82,18 +53,11 @@ const std::pair<const char*, float Config::*> kFloatFields[] = {
     {"layer_norm_eps", &Config::layer_norm_eps},
     {"init_std", &Config::init_std},
     {"projection_init_noise", &Config::projection_init_noise}};  // written with projection_init
-const char* const kOtherKeys[] = {"attention",       "k",    "sharing", "projection",
-                                  "projection_init", "norm", "causal", "mask_empty_rows",
+const char* const kOtherKeys[] = {"attention",          "k",        "sharing", "projection",
+                                  "projection_init",    "norm",     "causal",  "mask_empty_rows",
                                   "classifier_pooling", "landmarks"};
 
 }  // namespace
-
-const char* to_string(AttentionKind v) { return name_of(v, kAttentionNames); }
-const char* to_string(Sharing v) { return name_of(v, kSharingNames); }
-const char* to_string(Projection v) { return name_of(v, kProjectionNames); }
-const char* to_string(ProjectionInit v) { return name_of(v, kProjectionInitNames); }
-const char* to_string(NormPlacement v) { return name_of(v, kNormNames); }
-const char* to_string(ClassifierPooling v) { return name_of(v, kPoolingNames); }
 
 namespace {
 
@@ -210,15 +174,17 @@ Config from_value(const json& j) {
   for (const auto& f : kIntFields) get_int(f.first, c.*f.second);
   for (const auto& f : kFloatFields) get_float(f.first, c.*f.second);
   if (j.contains("attention"))
-    c.attention = parse_enum(j["attention"], "attention", kAttentionNames);
-  if (j.contains("sharing")) c.sharing = parse_enum(j["sharing"], "sharing", kSharingNames);
+    c.attention = parse_enum<decltype(c.attention)>(j["attention"], "attention");
+  if (j.contains("sharing")) c.sharing = parse_enum<decltype(c.sharing)>(j["sharing"], "sharing");
   if (j.contains("projection"))
-    c.projection = parse_enum(j["projection"], "projection", kProjectionNames);
+    c.projection = parse_enum<decltype(c.projection)>(j["projection"], "projection");
   if (j.contains("projection_init"))
-    c.projection_init = parse_enum(j["projection_init"], "projection_init", kProjectionInitNames);
-  if (j.contains("norm")) c.norm = parse_enum(j["norm"], "norm", kNormNames);
+    c.projection_init =
+        parse_enum<decltype(c.projection_init)>(j["projection_init"], "projection_init");
+  if (j.contains("norm")) c.norm = parse_enum<decltype(c.norm)>(j["norm"], "norm");
   if (j.contains("classifier_pooling"))
-    c.classifier_pooling = parse_enum(j["classifier_pooling"], "classifier_pooling", kPoolingNames);
+    c.classifier_pooling =
+        parse_enum<decltype(c.classifier_pooling)>(j["classifier_pooling"], "classifier_pooling");
   auto get_bool = [&](const char* key, bool& dst) {
     if (!j.contains(key)) return;
     LF_CHECK(j[key].is_boolean(), "config: '", key, "' must be true or false");

@@ -253,7 +253,7 @@ std::vector<CaseMaker> attention_cases() {
   for (const Variant& a : {plain, mask, causal, causal_mask, drop, projected, projected_drop})
     v.push_back(attention_case(a, kF32));
   for (const Variant& a : {mask, causal, projected_drop}) v.push_back(attention_case(a, kBf16));
-  for (ComputeType t : {kF32, kBf16}) {
+  for (ComputeType t : kF32Bf16) {
     v.push_back(attention_infer_case(drop, t));
     v.push_back(attention_infer_case(causal_mask, t));
     for (bool streaming : {false, true}) v.push_back(attention_rows_case(streaming, t));

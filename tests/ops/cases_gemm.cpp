@@ -1,7 +1,7 @@
 // Op cases of kernels/matmul.h's products and roundings: gemm (each transpose, alpha/beta,
-// leading dimensions, bias, the tall weight-gradient shapes), gemm_naive, gemm_batched, and
-// the f32 -> bf16 roundings. The products have no backward of their own (linear's is in
-// cases_linear.cpp).
+// leading dimensions, bias, the tall weight-gradient shapes), gemm_naive, gemm_batched (and an
+// operand given only in bf16), and the f32 -> bf16 roundings. The products have no backward of
+// their own (linear's is in cases_linear.cpp).
 #include <algorithm>
 
 #include "kernels/matmul.h"
@@ -219,6 +219,43 @@ CaseMaker gemm_batched_case(ComputeType t) {
   };
 }
 
+// An operand kept only in bf16 (A null, its rounded copy given, as the queries of bf16 training
+// are), against the product of the rounded A: when the product runs in bf16 (M = 64, eight
+// matrices) and when it is too small for bf16 and runs in f32 (M = 4: the copy is widened back,
+// so the result is the f32 product of the rounded A, to f32 rounding).
+OpCase gemm_batched_rounded_a(bool bf16_product) {
+  const int64_t nh = 2, N = 48, K = 16, M = bf16_product ? 64 : 4, nb = bf16_product ? 8 : 1;
+  const BatchLayout la{M * nh * K, K, nh * K}, lb{K * nh * N, N, nh * N}, lc{M * nh * N, N, nh * N};
+  OpCase c =
+      new_case(bf16_product ? "gemm_batched_a16" : "gemm_batched_a16_f32_product",
+               ComputeType::bf16, true, dims({nb, nh, M, N, K}),
+               {{"A", rnd(nb * M * la.ld, 21)}, {"B", rnd(nb * K * lb.ld, 22)}}, nb * M * lc.ld);
+  c.flops = 2.0 * nb * nh * M * N * K;
+  if (bf16_product)
+    c.min_err = 1e-6;
+  else
+    c.tol = 1e-6;
+  c.run = [=](const Inputs& in, float* out) {
+    Buffer<uint16_t> a16;
+    round_batch_bf16(a16, nb, nh, M, K, la, ptr(in, 0));
+    std::fill(out, out + nb * M * lc.ld, 0.f);
+    gemm_batched(ComputeType::bf16, nb, nh, false, false, M, N, K, 1.f, ActIn(nullptr, a16.data()),
+                 la, ptr(in, 1), lb, 0.f, out, lc);
+  };
+  c.reference = [=](const Inputs& in, double* out) {
+    std::vector<float> ar(in[0].v.size());
+    for (size_t i = 0; i < ar.size(); ++i) ar[i] = static_cast<float>(rne(in[0].v[i]));
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t h = 0; h < nh; ++h)
+        ref_matmul(out + b * lc.sb + h * lc.sh, false, false, M, N, K, 1.0,
+                   ar.data() + b * la.sb + h * la.sh, la.ld, ptr(in, 1) + b * lb.sb + h * lb.sh,
+                   lb.ld, 0.0, nullptr, lc.ld);
+  };
+  return c;
+}
+OpCase gemm_batched_a16(bool) { return gemm_batched_rounded_a(true); }
+OpCase gemm_batched_a16_f32(bool) { return gemm_batched_rounded_a(false); }
+
 // A rounding kernel f32 -> bf16: out = the widened bf16 values; reference rounds to nearest
 // even (bf16_bits). src [n] in the input; kernel(dst16, src) fills `dense` bf16 values.
 OpCase rounding_case(const std::string& name, const std::string& shape, size_t n_src, size_t dense,
@@ -286,13 +323,16 @@ OpCase round_batch_case(bool perf) {
 
 std::vector<CaseMaker> product_cases() {
   std::vector<CaseMaker> v;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : kF32Bf16) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) v.push_back(gemm_case(t, ta != 0, tb != 0));
     v.push_back(gemm_bias_case(t));
     v.push_back(gemm_batched_case(t));
   }
-  for (auto f : {gemm_tall, gemm_naive_case, to_bf16_case, round_bf16_case, round_batch_case})
+  // bf16 only: an operand given rounded; f32 only: the tall products, the naive GEMM; the
+  // roundings to bf16.
+  for (auto f : {gemm_batched_a16, gemm_batched_a16_f32, gemm_tall, gemm_naive_case, to_bf16_case,
+                 round_bf16_case, round_batch_case})
     v.push_back(f);
   return v;
 }

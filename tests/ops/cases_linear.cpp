@@ -288,7 +288,7 @@ OpCase packed_bf16_out(bool perf) {
 
 std::vector<CaseMaker> linear_cases() {
   std::vector<CaseMaker> v;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : kF32Bf16) {
     v.push_back(linear_case(t));
     for (Epi e : {Epi::store, Epi::gelu, Epi::accumulate}) v.push_back(packed_case(t, e));
     v.push_back(packed_tiled_case(t));

@@ -139,7 +139,7 @@ OpCase max_pool(bool perf) {
 
 std::vector<CaseMaker> projection_cases() {
   std::vector<CaseMaker> v;
-  for (ComputeType t : {ComputeType::f32, ComputeType::bf16}) {
+  for (ComputeType t : kF32Bf16) {
     for (bool masked : {false, true})
       for (bool em : {false, true}) v.push_back(seq_project_case(t, masked, em));
     v.push_back(seq_project_lowmem_case(t));

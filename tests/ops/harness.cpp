@@ -1,19 +1,21 @@
 // The runner of the op cases (harness.h): every case through the checks below, and the perf
 // table (OpsPerf.Table, with LF_OPS_PERF=1; docs/design.md "Tests").
+#include "ops/harness.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 
 #include "gradcheck_util.h"
-#include "ops/harness.h"
 
 namespace lf::ops {
 namespace {
 
 std::vector<CaseMaker> all_makers() {
   std::vector<CaseMaker> all;
-  for (auto list : {product_cases, linear_cases, row_cases, attention_cases, projection_cases})
+  for (auto list : {product_cases, linear_cases, row_cases, attention_cases, projection_cases,
+                    attention_block_cases, int8_cases})
     for (CaseMaker& m : list()) all.push_back(std::move(m));
   return all;
 }
@@ -38,13 +40,18 @@ std::string case_name(const ::testing::TestParamInfo<const OpCase*>& info) {
   return info.param->name + "_" + prec_name(info.param->t);
 }
 
-bool runs_here(const OpCase& c) {
-  return !c.needs_bf16_matmul || compute_type_supported(ComputeType::bf16);
+// Why c cannot run here, or "".
+std::string unavailable(const OpCase& c) {
+  if (c.needs_bf16_matmul && !compute_type_supported(ComputeType::bf16))
+    return "this CPU has no bf16 matmul in oneDNN (bf16 needs AVX-512)";
+  return c.unavailable ? c.unavailable() : std::string();
 }
+bool runs_here(const OpCase& c) { return unavailable(c).empty(); }
 
-#define LF_SKIP_UNLESS_RUNS_HERE(c)                                                           \
-  do {                                                                                        \
-    if (!runs_here(c)) GTEST_SKIP() << "this CPU has no bf16 matmul in oneDNN (bf16 needs AVX-512)"; \
+#define LF_SKIP_UNLESS_RUNS_HERE(c)         \
+  do {                                      \
+    const std::string why = unavailable(c); \
+    if (!why.empty()) GTEST_SKIP() << why;  \
   } while (0)
 
 std::vector<float> run_case(const OpCase& c) {
@@ -84,20 +91,31 @@ TEST_P(Ops, MatchesReference) {
   const std::vector<float> out = run_case(c);
   std::vector<double> ref(c.out_size);
   c.reference(c.in, ref.data());
-  double num = 0, den = 0, worst = 0;
+  double num = 0, den = 0, worst = 0, largest = 0;
   size_t worst_at = 0;
   for (size_t i = 0; i < c.out_size; ++i) {
     const double d = std::abs(out[i] - ref[i]);
     num += d * d;
     den += ref[i] * ref[i];
+    largest = std::max(largest, std::abs(ref[i]));
     if (!(d <= worst)) worst = d, worst_at = i;  // NaN (an output never written) wins
   }
-  ASSERT_GT(den, 0.0) << "the reference is all zeros: the case tests nothing";
-  const double err = std::sqrt(num / den);
+  if (!c.zero_reference) {
+    ASSERT_GT(den, 0.0) << "the reference is all zeros: the case tests nothing";
+  }
+  const double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   EXPECT_LE(err, c.tol) << "worst element " << worst_at << ": " << out[worst_at] << " vs "
                         << ref[worst_at];
   if (c.min_err > 0) {
     EXPECT_GT(err, c.min_err) << "as exact as f32: the bf16 path was not taken";
+  }
+  if (c.max_abs_tol > 0) {
+    EXPECT_LE(worst, c.max_abs_tol * std::max(1.0, largest))
+        << "worst element " << worst_at << ": " << out[worst_at] << " vs " << ref[worst_at];
+  }
+  if (c.check) {
+    const std::string wrong = c.check(c.in, out, ref);
+    EXPECT_TRUE(wrong.empty()) << wrong;
   }
   ::testing::Test::RecordProperty("rel_error", std::to_string(err));
 }
@@ -201,8 +219,8 @@ std::string rate(double work, double s) {
 
 void print_row(const OpCase& c, const char* pass, double s, double work_scale) {
   std::printf("| %-34s | %-4s | %-24s | %-4s | %10.1f | %8s | %8s |\n", c.name.c_str(),
-              prec_name(c.t), c.shape.c_str(), pass, s * 1e6,
-              rate(c.flops * work_scale, s).c_str(), rate(c.bytes * work_scale, s).c_str());
+              prec_name(c.t), c.shape.c_str(), pass, s * 1e6, rate(c.flops * work_scale, s).c_str(),
+              rate(c.bytes * work_scale, s).c_str());
 }
 
 // LF_OPS_PERF=1: every case at its perf size, forward and (where there is one) backward, which
@@ -221,8 +239,8 @@ TEST(OpsPerf, Table) {
     const OpCase c = m(true);
     if (filter && c.name.find(filter) == std::string::npos) continue;
     if (!runs_here(c)) {
-      std::printf("| %-34s | %-4s | %-24s | skipped: no bf16 matmul on this CPU\n", c.name.c_str(),
-                  prec_name(c.t), c.shape.c_str());
+      std::printf("| %-34s | %-4s | %-24s | skipped: %s\n", c.name.c_str(), prec_name(c.t),
+                  c.shape.c_str(), unavailable(c).c_str());
       continue;
     }
     std::vector<float> out(c.out_size);

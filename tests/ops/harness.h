@@ -63,16 +63,25 @@ struct OpCase {
   std::string shape;               // for the perf table
   Inputs in;
   size_t out_size = 0;
-  size_t out_diff = SIZE_MAX;  // leading outputs the backward differentiates (rest: none)
-  double flops = 0, bytes = 0; // per call, for the perf table (GFLOP/s, else GB/s)
-  double tol = kTolF32;        // forward, relative Frobenius error
-  double min_err = 0;          // > 0: the error must exceed it (the bf16 path was taken)
+  size_t out_diff = SIZE_MAX;   // leading outputs the backward differentiates (rest: none)
+  double flops = 0, bytes = 0;  // per call, for the perf table (GFLOP/s, else GB/s)
+  double tol = kTolF32;         // forward, relative Frobenius error
+  double min_err = 0;           // > 0: the error must exceed it (the bf16 path was taken)
+  double max_abs_tol = 0;       // > 0: also every |out - ref| <= max_abs_tol * max(1, max |ref|)
+  bool zero_reference = false;  // the reference is all zeros by design: the error is absolute
   double grad_tol = kGradTolF32;
   double fd_h = 1e-3;          // finite-difference step
   size_t fd_entries = 48;      // entries checked per differentiated input
   std::vector<int> overwrite;  // inputs whose gradient GradInto::overwrite writes over
   bool writes_grad = false;    // backward writes its gradients (never adds)
   bool in_place = false;       // out may alias input 0 (same size)
+  // Why the case cannot run here (this CPU, the active instruction-set level), or "": it runs.
+  // Beside needs_bf16_matmul, which the runner checks itself.
+  std::function<std::string()> unavailable;
+  // The case's own element rule, checked after the relative error: what is wrong, or "".
+  std::function<std::string(const Inputs&, const std::vector<float>& out,
+                            const std::vector<double>& ref)>
+      check;
   // The kernel under test: out [out_size] from the inputs (out starts as NaN).
   std::function<void(const Inputs&, float* out)> run;
   // The naive formulation, in double.
@@ -86,12 +95,24 @@ inline void PrintTo(const OpCase* c, std::ostream* os) { *os << c->name; }
 // A case at test size (perf = false) or at the perf table's larger size.
 using CaseMaker = std::function<OpCase(bool perf)>;
 
+// The dtypes an op runs in: its case maker is called once per dtype of its list.
+using Dtypes = std::vector<ComputeType>;
+inline const Dtypes kF32Only = {ComputeType::f32}, kF32Bf16 = {ComputeType::f32, ComputeType::bf16},
+                    kBf16Only = {ComputeType::bf16}, kInt8Only = {ComputeType::int8};
+// Appends make(t, perf) for every t of `dtypes`.
+inline void add_per_dtype(std::vector<CaseMaker>& v, const Dtypes& dtypes,
+                          std::function<OpCase(ComputeType, bool)> make) {
+  for (ComputeType t : dtypes) v.push_back([=](bool perf) { return make(t, perf); });
+}
+
 // The case lists, one per kernel family.
-std::vector<CaseMaker> product_cases();     // cases_gemm.cpp
-std::vector<CaseMaker> linear_cases();      // cases_linear.cpp
-std::vector<CaseMaker> row_cases();         // cases_rows.cpp
-std::vector<CaseMaker> attention_cases();   // cases_attention.cpp
-std::vector<CaseMaker> projection_cases();  // cases_projection.cpp
+std::vector<CaseMaker> product_cases();          // cases_gemm.cpp
+std::vector<CaseMaker> linear_cases();           // cases_linear.cpp
+std::vector<CaseMaker> row_cases();              // cases_rows.cpp
+std::vector<CaseMaker> attention_cases();        // cases_attention.cpp
+std::vector<CaseMaker> projection_cases();       // cases_projection.cpp
+std::vector<CaseMaker> attention_block_cases();  // cases_attention_block.cpp
+std::vector<CaseMaker> int8_cases();             // cases_int8.cpp
 
 // Sets the precision and its tolerances; matmul: the kernel runs oneDNN bf16 products.
 inline void set_precision(OpCase& c, ComputeType t, bool matmul = true) {
@@ -170,7 +191,8 @@ inline void widen_n(float* out, const uint16_t* h, size_t n) {
 
 inline double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 inline double gelu_grad_ref(double x) {
-  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+         x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
 }
 
 // The dropout mask as ops.h specifies it: element `index` is kept iff 16 bits drawn for it from
@@ -182,6 +204,7 @@ inline bool dropout_keep(float p, uint64_t seed, uint64_t stream, int64_t index)
 }
 
 // C = alpha op(A) op(B) + beta C0 with row-major operands; C0 null: beta ignored.
+// (naive_gemm below is the same in float, for tests outside this harness.)
 inline void ref_matmul(double* C, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                        const float* A, int64_t lda, const float* B, int64_t ldb, double beta,
                        const float* C0, int64_t ldc) {
@@ -192,6 +215,18 @@ inline void ref_matmul(double* C, bool ta, bool tb, int64_t M, int64_t N, int64_
         s += double(ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
       C[i * ldc + j] = alpha * s + (C0 ? beta * C0[i * ldc + j] : 0.0);
     }
+}
+
+// ref_matmul written into a float C (beta = 0: C is not read): the reference of the tests that
+// compare a kernel with a plain product outside the op cases.
+inline void naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                       float* C, int64_t ldc) {
+  std::vector<double> c(M * ldc);
+  ref_matmul(c.data(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, beta != 0.f ? C : nullptr,
+             ldc);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = static_cast<float>(c[i * ldc + j]);
 }
 
 // y = x W^T + b: x [rows, in], W [out, in], b [out] or null.

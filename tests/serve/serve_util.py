@@ -6,11 +6,13 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 BIN = os.environ.get("LINFORMER_BIN", "")
 
@@ -140,6 +142,12 @@ class Server:
             self.proc.wait()
             raise
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -147,6 +155,42 @@ class Server:
         self.proc.stdout.close()
         self.log.close()
         os.unlink(self.log.name)
+
+
+def make_models(prefix):
+    """A temporary folder with the test models: a classifier ("single"), one of text pairs
+    ("pairs") and an encoder without labels (embeddings only: the classifier's files minus
+    labels.json). Returns (root, model, pairs, encoder)."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    model = make_classifier(root, "single")
+    pairs = make_classifier(root, "pairs", pairs=True)
+    encoder = os.path.join(root, "encoder")
+    shutil.copytree(model, encoder)
+    os.unlink(os.path.join(encoder, "labels.json"))
+    return root, model, pairs, encoder
+
+
+def cli_lines(root, cmd, model, texts, *args):
+    """`linformer CMD --model MODEL --input FILE ARGS` on texts (one a line, FILE in root): its
+    JSON lines, parsed."""
+    path = os.path.join(root, "lines.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(texts) + "\n")
+    out = run([cmd, "--model", model, "--input", path, *args])
+    return [json.loads(line) for line in out.splitlines()]
+
+
+class ServerCase(unittest.TestCase):
+    """Tests that share one server for their class, self.s, on the model folder model() returns
+    (a static method: the folder is known once the module is set up)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server(cls.model())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
 
 
 def port_closed(port):

@@ -74,8 +74,7 @@ class Clients(unittest.TestCase):
             self.assertLess(max(abs(a - b) for a, b in zip(g, w)), 1e-5)
 
     def test_openai_sdk(self):
-        s = su.Server(MODEL)
-        try:
+        with su.Server(MODEL) as s:
             base = f"http://127.0.0.1:{s.port}"
             want = reference(MODEL, TEXTS, "cls")
             _, served = s.post("/v1/embeddings", {"input": TEXTS})
@@ -93,15 +92,12 @@ class Clients(unittest.TestCase):
                     self.assertEqual(out["raw_types"], [want_type] * len(TEXTS))
             one = node("openai-default", base, TEXTS[0])
             self.assertEqual(f32(one["vectors"]), f32(served[:1]))
-        finally:
-            s.close()
 
     def test_huggingface_inference_feature_extraction(self):
         for model, pooling, args in [(ENCODER, "cls", []), (ENCODER, "mean", ["--pooling", "mean"]),
                                      (MODEL, "cls", ["--root-route", "embed"])]:
             with self.subTest(model=os.path.basename(model), pooling=pooling):
-                s = su.Server(model, *args)
-                try:
+                with su.Server(model, *args) as s:
                     base = f"http://127.0.0.1:{s.port}"
                     want = reference(model, TEXTS, pooling)
                     out = node("hf-feature", base, TEXTS)
@@ -109,8 +105,6 @@ class Clients(unittest.TestCase):
                     one = node("hf-feature", base, TEXTS[1])  # TEI answers [[...]] for one text
                     self.assertClose(one["vectors"], want[1:2])
                     self.assertIn('POST / 200', s.stderr())
-                finally:
-                    s.close()
 
 
 if __name__ == "__main__":

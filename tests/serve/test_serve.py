@@ -15,7 +15,6 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -42,35 +41,15 @@ TEXTS = [
 
 def setUpModule():
     global ROOT, MODEL, PAIRS, ENCODER
-    ROOT = tempfile.mkdtemp(prefix="lf_serve_test_")
-    MODEL = su.make_classifier(ROOT, "single")
-    PAIRS = su.make_classifier(ROOT, "pairs", pairs=True)
-    # A model folder without labels (embeddings only): the classifier's files minus labels.json.
-    ENCODER = os.path.join(ROOT, "encoder")
-    shutil.copytree(MODEL, ENCODER)
-    os.unlink(os.path.join(ENCODER, "labels.json"))
+    ROOT, MODEL, PAIRS, ENCODER = su.make_models("lf_serve_test_")
 
 
 def tearDownModule():
     shutil.rmtree(ROOT, ignore_errors=True)
 
 
-def cli_lines(cmd, model, texts, *args):
-    path = os.path.join(ROOT, "lines.txt")
-    with open(path, "w") as f:
-        f.write("\n".join(texts) + "\n")
-    out = su.run([cmd, "--model", model, "--input", path, *args])
-    return [json.loads(line) for line in out.splitlines()]
-
-
-class Routes(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = su.Server(MODEL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
+class Routes(su.ServerCase):
+    model = staticmethod(lambda: MODEL)
 
     def test_health_info_openapi_page(self):
         status, _, body = self.s.request("GET", "/health")
@@ -96,7 +75,7 @@ class Routes(unittest.TestCase):
         self.assertIn(b'id="classify"', body)
 
     def test_predict_matches_cli(self):
-        cli = cli_lines("predict", MODEL, TEXTS)
+        cli = su.cli_lines(ROOT, "predict", MODEL, TEXTS)
         status, out = self.s.post("/predict", {"inputs": TEXTS})
         self.assertEqual(status, 200)
         self.assertEqual(len(out), len(TEXTS))
@@ -118,7 +97,7 @@ class Routes(unittest.TestCase):
                 self.assertAlmostEqual(math.exp(z[p["label"]] - m) / s, p["score"], delta=1e-6)
 
     def test_embed_matches_cli(self):
-        cli = cli_lines("embed", MODEL, TEXTS, "--pool", "both")
+        cli = su.cli_lines(ROOT, "embed", MODEL, TEXTS, "--pool", "both")
         for pooling in ["cls", "mean"]:
             status, out = self.s.post("/embed", {"inputs": TEXTS, "normalize": False, "pooling": pooling})
             self.assertEqual(status, 200)
@@ -247,8 +226,7 @@ class Routes(unittest.TestCase):
 
 class JsonLog(unittest.TestCase):
     def test_json_log_lines(self):
-        s = su.Server(MODEL, "--log-format", "json")
-        try:
+        with su.Server(MODEL, "--log-format", "json") as s:
             s.post("/embed", {"inputs": ["good", "bad plot"]})
             s.post("/embed", {"inputs": []})
             recs = [json.loads(l) for l in s.log_lines(
@@ -259,22 +237,29 @@ class JsonLog(unittest.TestCase):
                 self.assertIn(k, ok)
             bad = [r for r in recs if r["status"] == 422][0]
             self.assertEqual(bad["error_type"], "validation")
-        finally:
-            s.close()
 
 
 class Options(unittest.TestCase):
     def test_no_batch_invariance_is_reported(self):
-        s = su.Server(MODEL, "--no-batch-invariance")
-        try:
+        with su.Server(MODEL, "--no-batch-invariance") as s:
             info = json.loads(s.request("GET", "/info")[2])
             self.assertFalse(info["batch_invariant"])
             self.assertEqual(s.post("/embed", {"inputs": ["good", "bad"]})[0], 200)
-        finally:
-            s.close()
 
 
 class Precision(unittest.TestCase):
+    def assert_close_to_f32(self, s, f, precision, dtype, texts):
+        """Server s runs `precision` (dtype in /info) and embeds texts within cosine 0.99 of the
+        f32 server f's embeddings, but not equal to them (its products were used)."""
+        info = json.loads(s.request("GET", "/info")[2])
+        self.assertEqual((info["precision"], info["model_dtype"]), (precision, dtype))
+        st, v = s.post("/embed", {"inputs": texts})
+        st32, v32 = f.post("/embed", {"inputs": texts})
+        self.assertEqual((st, st32), (200, 200))
+        for a, b in zip(v, v32):
+            self.assertGreater(sum(x * y for x, y in zip(a, b)), 0.99)  # unit vectors
+            self.assertNotEqual(a, b)
+
     def test_bf16_close_to_f32_or_refused_with_the_reason(self):
         try:
             s = su.Server(MODEL, "--precision", "bf16")
@@ -285,15 +270,8 @@ class Precision(unittest.TestCase):
             return
         f = su.Server(MODEL)
         try:
-            info = json.loads(s.request("GET", "/info")[2])
-            self.assertEqual((info["precision"], info["model_dtype"]), ("bf16", "bfloat16"))
-            texts = ["good film", "a really bad plot and acting"]
-            st, v16 = s.post("/embed", {"inputs": texts})
-            st32, v32 = f.post("/embed", {"inputs": texts})
-            self.assertEqual((st, st32), (200, 200))
-            for a, b in zip(v16, v32):
-                self.assertGreater(sum(x * y for x, y in zip(a, b)), 0.99)  # unit vectors
-                self.assertNotEqual(a, b)  # bf16 products were used
+            self.assert_close_to_f32(s, f, "bf16", "bfloat16",
+                                     ["good film", "a really bad plot and acting"])
         finally:
             s.close()
             f.close()
@@ -303,15 +281,8 @@ class Precision(unittest.TestCase):
         s = su.Server(MODEL, "--precision", "int8")
         f = su.Server(MODEL)
         try:
-            info = json.loads(s.request("GET", "/info")[2])
-            self.assertEqual((info["precision"], info["model_dtype"]), ("int8", "int8"))
             texts = ["good film", "a really bad plot and acting", "fine"]
-            st, v8 = s.post("/embed", {"inputs": texts})
-            st32, v32 = f.post("/embed", {"inputs": texts})
-            self.assertEqual((st, st32), (200, 200))
-            for a, b in zip(v8, v32):
-                self.assertGreater(sum(x * y for x, y in zip(a, b)), 0.99)  # unit vectors
-                self.assertNotEqual(a, b)  # int8 products were used
+            self.assert_close_to_f32(s, f, "int8", "int8", texts)
             st, p8 = s.post("/predict", {"inputs": texts})
             st32, p32 = f.post("/predict", {"inputs": texts})
             self.assertEqual((st, st32), (200, 200))
@@ -333,8 +304,8 @@ class Precision(unittest.TestCase):
         try:
             info = json.loads(s.request("GET", "/info")[2])
             self.assertEqual((info["precision"], info["float_layers"]), ("int8", [0]))
-            cli = cli_lines("embed", MODEL, TEXTS, "--pool", "cls", "--precision", "int8",
-                            "--float-layers", "0")
+            cli = su.cli_lines(ROOT, "embed", MODEL, TEXTS, "--pool", "cls", "--precision",
+                               "int8", "--float-layers", "0")
             st, out = s.post("/embed", {"inputs": TEXTS, "normalize": False, "pooling": "cls"})
             st8, out8 = plain.post("/embed", {"inputs": TEXTS, "normalize": False, "pooling": "cls"})
             self.assertEqual((st, st8), (200, 200))
@@ -356,10 +327,9 @@ class Precision(unittest.TestCase):
 
 class Pairs(unittest.TestCase):
     def test_pair_classifier(self):
-        s = su.Server(PAIRS)
-        try:
+        with su.Server(PAIRS) as s:
             pairs = [["the plot", "it was good"], ["film", "really bad acting"]]
-            cli = cli_lines("predict", PAIRS, ["\t".join(p) for p in pairs])
+            cli = su.cli_lines(ROOT, "predict", PAIRS, ["\t".join(p) for p in pairs])
             status, one = s.post("/predict", {"inputs": pairs[0]})  # TEI: [a, b] is one pair
             self.assertEqual(status, 200)
             self.assertEqual(one[0]["label"], cli[0]["label"])
@@ -369,27 +339,21 @@ class Pairs(unittest.TestCase):
                     self.assertAlmostEqual(p["score"], ref["probs"][p["label"]], delta=2e-6)
             status, err = s.post("/predict", {"inputs": "just one text"})
             self.assertEqual(status, 422)
-        finally:
-            s.close()
 
     def test_encoder_only_model(self):
-        s = su.Server(ENCODER)
-        try:
+        with su.Server(ENCODER) as s:
             status, err = s.post("/predict", {"inputs": "good"})
             self.assertEqual((status, err["error_type"]), (424, "backend"))  # as TEI
             status, out = s.post("/embed", {"inputs": ["good", "bad"]})
             self.assertEqual((status, len(out)), (200, 2))
             status, _, body = s.request("GET", "/info")
             self.assertIn("embedding", json.loads(body)["model_type"])
-        finally:
-            s.close()
 
 
 class Batching(unittest.TestCase):
     def test_same_answer_alone_and_in_any_batch(self):
         # Requests wait up to 50 ms for company, so concurrent clients share batches.
-        s = su.Server(MODEL, "--batch-wait-ms", "50")
-        try:
+        with su.Server(MODEL, "--batch-wait-ms", "50") as s:
             if not json.loads(s.request("GET", "/info")[2])["batch_invariant"]:
                 self.skipTest("this build's engine does not promise batch-invariant results")
             texts = TEXTS + [" ".join(["good", "film"] * n) for n in range(1, 12)]
@@ -426,12 +390,9 @@ class Batching(unittest.TestCase):
             batches = after["linformer_batch_size_count"] - before["linformer_batch_size_count"]
             seqs = after["linformer_batch_size_sum"] - before["linformer_batch_size_sum"]
             self.assertGreater(seqs / batches, 1.5, "the concurrent requests were not batched")
-        finally:
-            s.close()
 
     def test_long_documents_do_not_pad_short_ones(self):
-        s = su.Server(MODEL, "--batch-wait-ms", "100")
-        try:
+        with su.Server(MODEL, "--batch-wait-ms", "100") as s:
             before = s.metrics()
             long_doc = " ".join(["good"] * 55)
             results = []
@@ -446,24 +407,18 @@ class Batching(unittest.TestCase):
             tokens = after["linformer_batch_tokens_sum"] - before["linformer_batch_tokens_sum"]
             # Padded to the long document, the seven would cost 7 x 64 tokens.
             self.assertLess(tokens, 3 * 64)
-        finally:
-            s.close()
 
 
 class Limits(unittest.TestCase):
     def test_payload_limit(self):
-        s = su.Server(MODEL, "--payload-limit", "2000")
-        try:
+        with su.Server(MODEL, "--payload-limit", "2000") as s:
             status, headers, data = s.request("POST", "/embed", {"inputs": ["good " * 600]})
             self.assertEqual(status, 413)
             self.assertEqual(json.loads(data)["error_type"], "payload_too_large")
             self.assertEqual(s.post("/embed", {"inputs": "good"})[0], 200)
-        finally:
-            s.close()
 
     def test_too_many_in_flight(self):
-        s = su.Server(MODEL, "--max-concurrent-requests", "2", "--batch-wait-ms", "1500")
-        try:
+        with su.Server(MODEL, "--max-concurrent-requests", "2", "--batch-wait-ms", "1500") as s:
             results = []
             threads = [threading.Thread(target=lambda: results.append(s.post("/embed", {"inputs": "good"})[0]))
                        for _ in range(2)]
@@ -477,12 +432,9 @@ class Limits(unittest.TestCase):
             for th in threads:
                 th.join(timeout=60)
             self.assertEqual(results, [200, 200])
-        finally:
-            s.close()
 
     def test_api_key(self):
-        s = su.Server(MODEL, "--api-key", "s3cret")
-        try:
+        with su.Server(MODEL, "--api-key", "s3cret") as s:
             self.assertEqual(s.request("GET", "/health")[0], 200)  # open to load balancers
             status, err = s.post("/embed", {"inputs": "good"})
             self.assertEqual((status, err["error_type"]), (401, "unauthorized"))
@@ -491,12 +443,9 @@ class Limits(unittest.TestCase):
             self.assertEqual(s.request("GET", "/info")[0], 401)
             status, out = s.post("/embed", {"inputs": "good"}, headers={"Authorization": "Bearer s3cret"})
             self.assertEqual(status, 200)
-        finally:
-            s.close()
 
     def test_client_that_leaves_is_dropped_before_compute(self):
-        s = su.Server(MODEL, "--batch-wait-ms", "1500")
-        try:
+        with su.Server(MODEL, "--batch-wait-ms", "1500") as s:
             before = s.metrics()
             body = json.dumps({"inputs": ["the movie was good"]}).encode()
             c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
@@ -513,12 +462,9 @@ class Limits(unittest.TestCase):
             self.assertEqual(after["linformer_batch_size_sum"], before["linformer_batch_size_sum"],
                              "the request of the client that left was computed")
             self.assertEqual(s.post("/embed", {"inputs": "good"})[0], 200)
-        finally:
-            s.close()
 
     def test_sigterm_finishes_requests_in_flight(self):
-        s = su.Server(MODEL, "--batch-wait-ms", "1000")
-        try:
+        with su.Server(MODEL, "--batch-wait-ms", "1000") as s:
             results = []
             threads = [threading.Thread(target=lambda t=t: results.append(s.post("/embed", {"inputs": t})))
                        for t in TEXTS[:3]]
@@ -534,8 +480,6 @@ class Limits(unittest.TestCase):
             self.assertTrue(all(len(r[1][0]) == 32 for r in results))
             self.assertTrue(su.port_closed(s.port))
             self.assertIn("SIGTERM", s.stderr())
-        finally:
-            s.close()
 
 
 class Startup(unittest.TestCase):
@@ -547,23 +491,17 @@ class Startup(unittest.TestCase):
                 "--set", "max_len=4096", "--set", "n_layers=2", "--set", "d_model=64",
                 "--set", "n_heads=2", "--set", "d_ff=128", "--set", "vocab_size=64", "--out", d])
         shutil.copy(os.path.join(MODEL, "tokenizer.model"), d)
-        s = su.Server(d, wait=False)
-        try:
+        with su.Server(d, wait=False) as s:
             s.wait_ready()
             self.assertEqual(s.first_health, 503)
             self.assertEqual(s.post("/embed", {"inputs": "good"})[0], 200)
-        finally:
-            s.close()
 
     def test_bad_model_folder_exits_with_error(self):
         d = os.path.join(ROOT, "empty")
         os.makedirs(d, exist_ok=True)
-        s = su.Server(d, wait=False)
-        try:
+        with su.Server(d, wait=False) as s:
             self.assertEqual(s.proc.wait(timeout=60), 1)
             self.assertIn("tokenizer.model", s.stderr())
-        finally:
-            s.close()
 
 
 if __name__ == "__main__":

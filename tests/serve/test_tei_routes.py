@@ -13,7 +13,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -31,24 +30,11 @@ LONG = " ".join(["film"] * 200)  # more tokens than max_len = 64
 
 def setUpModule():
     global ROOT, MODEL, PAIRS, ENCODER
-    ROOT = tempfile.mkdtemp(prefix="lf_tei_test_")
-    MODEL = su.make_classifier(ROOT, "single")
-    PAIRS = su.make_classifier(ROOT, "pairs", pairs=True)
-    ENCODER = os.path.join(ROOT, "encoder")
-    shutil.copytree(MODEL, ENCODER)
-    os.unlink(os.path.join(ENCODER, "labels.json"))
+    ROOT, MODEL, PAIRS, ENCODER = su.make_models("lf_tei_test_")
 
 
 def tearDownModule():
     shutil.rmtree(ROOT, ignore_errors=True)
-
-
-def cli_lines(cmd, model, texts, *args):
-    path = os.path.join(ROOT, "lines.txt")
-    with open(path, "w") as f:
-        f.write("\n".join(texts) + "\n")
-    out = su.run([cmd, "--model", model, "--input", path, *args])
-    return [json.loads(line) for line in out.splitlines()]
 
 
 class ErrorShape:
@@ -60,14 +46,8 @@ class ErrorShape:
         self.assertTrue(body["error"], route)
 
 
-class SingleTextClassifier(unittest.TestCase, ErrorShape):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = su.Server(MODEL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
+class SingleTextClassifier(su.ServerCase, ErrorShape):
+    model = staticmethod(lambda: MODEL)
 
     def test_ping_info_and_openapi(self):
         status, _, body = self.s.request("GET", "/ping")
@@ -200,14 +180,8 @@ class SingleTextClassifier(unittest.TestCase, ErrorShape):
         self.assertEqual(slow, [], f"{len(slow)} of {n} connections took a SYN retry")
 
 
-class PairClassifier(unittest.TestCase, ErrorShape):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = su.Server(PAIRS)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
+class PairClassifier(su.ServerCase, ErrorShape):
+    model = staticmethod(lambda: PAIRS)
 
     QUERY = "the plot"
     DOCS = ["it was good", "really bad acting", "good good film", "bad", "the movie was very good"]
@@ -216,7 +190,7 @@ class PairClassifier(unittest.TestCase, ErrorShape):
         info = json.loads(self.s.request("GET", "/info")[2])
         self.assertEqual(info["rerank_label"], "1")  # the rule: a label named 1
         self.assertEqual(info["root_route"], "/predict")
-        cli = cli_lines("predict", PAIRS, [f"{self.QUERY}\t{d}" for d in self.DOCS])
+        cli = su.cli_lines(ROOT, "predict", PAIRS, [f"{self.QUERY}\t{d}" for d in self.DOCS])
         status, ranks = self.s.post("/rerank", {"query": self.QUERY, "texts": self.DOCS})
         self.assertEqual(status, 200)
         self.assertEqual(sorted(r["index"] for r in ranks), list(range(len(self.DOCS))))
@@ -258,8 +232,7 @@ class PairClassifier(unittest.TestCase, ErrorShape):
             self.assertError(self.s.post("/rerank", body), 422, "validation", str(body)[:60])
 
     def test_root_route_rerank_and_label_override(self):
-        s = su.Server(PAIRS, "--root-route", "rerank", "--rerank-label", "0")
-        try:
+        with su.Server(PAIRS, "--root-route", "rerank", "--rerank-label", "0") as s:
             info = json.loads(s.request("GET", "/info")[2])
             self.assertEqual((info["root_route"], info["rerank_label"]), ("/rerank", "0"))
             body = {"query": self.QUERY, "texts": self.DOCS}
@@ -270,26 +243,20 @@ class PairClassifier(unittest.TestCase, ErrorShape):
                 p1 = {r["index"]: r["score"] for r in by1}
                 for r in by0:  # two classes: P(0) = 1 - P(1)
                     self.assertAlmostEqual(r["score"], 1 - p1[r["index"]], delta=1e-6)
-        finally:
-            s.close()
 
     def test_options_that_do_not_fit_the_model_stop_the_server(self):
         for model, args, words in [(PAIRS, ["--rerank-label", "nope"], "no such label"),
                                    (MODEL, ["--rerank-label", "1"], "not a pair classifier"),
                                    (MODEL, ["--root-route", "rerank"], "not a pair classifier"),
                                    (ENCODER, ["--root-route", "predict"], "not a classifier")]:
-            s = su.Server(model, *args, wait=False)
-            try:
+            with su.Server(model, *args, wait=False) as s:
                 self.assertEqual(s.proc.wait(timeout=120), 1)
                 self.assertIn(words, s.stderr())
-            finally:
-                s.close()
 
 
 class Encoder(unittest.TestCase, ErrorShape):
     def test_root_embeds_and_classifier_routes_are_424(self):
-        s = su.Server(ENCODER)
-        try:
+        with su.Server(ENCODER) as s:
             self.assertEqual(json.loads(s.request("GET", "/info")[2])["root_route"], "/embed")
             _, want = s.post("/embed", {"inputs": TEXTS})
             for route in ["/", "/invocations"]:
@@ -298,23 +265,18 @@ class Encoder(unittest.TestCase, ErrorShape):
             self.assertError(s.post("/rerank", {"query": "q", "texts": ["a"]}), 424, "backend")
             status, out = s.post("/embed_all", {"inputs": ["good", "bad plot"]})
             self.assertEqual((status, len(out)), (200, 2))
-        finally:
-            s.close()
 
 
 class RunFolders(unittest.TestCase):
     def test_serve_and_predict_take_a_run_folder(self):
         run = os.path.dirname(MODEL)  # finetune's --out: best/ inside
-        s = su.Server(run)
-        try:
+        with su.Server(run) as s:
             self.assertIn("is a run folder: using its best model", s.stderr())
             info = json.loads(s.request("GET", "/info")[2])
             self.assertEqual(info["model_id"], "run")
             _, got = s.post("/predict", {"inputs": TEXTS})
-        finally:
-            s.close()
-        ref = cli_lines("predict", MODEL, TEXTS)
-        via_run = cli_lines("predict", run, TEXTS)
+        ref = su.cli_lines(ROOT, "predict", MODEL, TEXTS)
+        via_run = su.cli_lines(ROOT, "predict", run, TEXTS)
         self.assertEqual(via_run, ref)
         for mine, r in zip(got, ref):
             self.assertEqual(mine[0]["label"], r["label"])

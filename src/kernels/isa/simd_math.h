@@ -28,142 +28,181 @@
 namespace lf::vm {
 inline namespace LF_ISA_NS {
 
-#if defined(__AVX512F__)
-inline __m512 exp16(__m512 x) {
-  // Lanes below kExpMin (including -inf) give 0, above kExpMax +inf, NaN lanes stay NaN.
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
-  const __mmask16 huge = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMax), _CMP_GT_OQ);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 x_in = x;
-  x = _mm512_min_ps(x, _mm512_set1_ps(kExpMax));
-  x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kE7);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE5));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kE2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  __m512 res = _mm512_scalef_ps(p, n);  // p * 2^n
-  res = _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), res);
-  res = _mm512_mask_mov_ps(res, huge, _mm512_set1_ps(HUGE_VALF));
-  return _mm512_mask_mov_ps(res, nan, x_in);
+// The formulas below are written once over a vector-width traits struct W (V16: AVX-512,
+// sixteen lanes; V8: AVX2 + FMA, eight lanes; the streaming attention kernel builds on them
+// too): V, the f32 vector of kWidth lanes; M, a lane mask; load, store, set1, zero, add, sub,
+// mul, div, min, max (NaN: its second operand), abs, fmadd(a, b, c) = a b + c, fmsub = a b - c,
+// fnmadd = c - a b; round (to nearest); eq, lt, le (lane masks); select(m, a, b) = a where m
+// else b; exp (exp16, exp8).
+
+// exp's range reduction and polynomial: x clamped to [kExpMin, kExpMax], n = round(x log2 e),
+// r = x - n ln 2 (in two parts), returns e^r by its polynomial and n; each width applies 2^n.
+template <class W>
+inline typename W::V exp_poly(typename W::V x, typename W::V& n) {
+  using V = typename W::V;
+  x = W::min(x, W::set1(kExpMax));
+  x = W::max(x, W::set1(kExpMin));
+  n = W::round(W::mul(x, W::set1(kLog2e)));
+  V r = W::fnmadd(n, W::set1(kLn2Hi), x);
+  r = W::fnmadd(n, W::set1(kLn2Lo), r);
+  V p = W::set1(kE7);
+  // Written out: as a loop over an initializer_list, GCC 12 kept it a loop reading the
+  // coefficients from the stack (GELU 2.7 ns an element on the AVX2 EPYC).
+  p = W::fmadd(p, r, W::set1(kE6));
+  p = W::fmadd(p, r, W::set1(kE5));
+  p = W::fmadd(p, r, W::set1(kE4));
+  p = W::fmadd(p, r, W::set1(kE3));
+  p = W::fmadd(p, r, W::set1(kE2));
+  p = W::fmadd(p, r, W::set1(1.f));
+  return W::fmadd(p, r, W::set1(1.f));
 }
 
-// Phi(x), the standard normal CDF, through the fitted erfc.
-inline __m512 phi16(__m512 x) {
-  const __m512 ax = _mm512_abs_ps(x);
-  __m512 z = _mm512_mul_ps(ax, _mm512_set1_ps(0.70710678118654752f));
-  z = _mm512_min_ps(z, _mm512_set1_ps(10.f));
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.f),
-                                 _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.f)));
-  __m512 p = _mm512_set1_ps(kErfcP[10]);
-  for (int i = 9; i >= 0; --i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfcP[i]));
-  const __m512 e = _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(z, z, p)));  // erfc(z)
-  const __m512 half_e = _mm512_mul_ps(e, _mm512_set1_ps(0.5f));
-  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mask_mov_ps(_mm512_sub_ps(_mm512_set1_ps(1.f), half_e), neg, half_e);
+// exp_scalar's function: lanes below kExpMin (including -inf) give 0, above kExpMax +inf, NaN
+// lanes stay NaN; the others e^r 2^n (W::scale2n: exactly as exp_scalar's ldexp rounds).
+template <class W>
+inline typename W::V exp_of(typename W::V x) {
+  using V = typename W::V;
+  const typename W::M tiny = W::lt(x, W::set1(kExpMin)), huge = W::gt(x, W::set1(kExpMax)),
+                      nan = W::unord(x, x);
+  V n;
+  const V p = exp_poly<W>(x, n);
+  V res = W::select(tiny, W::zero(), W::scale2n(p, n));
+  res = W::select(huge, W::set1(HUGE_VALF), res);
+  return W::select(nan, x, res);
 }
 
-inline __m512 gelu16(__m512 x) { return _mm512_mul_ps(x, phi16(x)); }
+// Phi(x), phi_scalar's formula: the standard normal CDF through the fitted erfc.
+template <class W>
+inline typename W::V phi(typename W::V x) {
+  using V = typename W::V;
+  V z = W::mul(W::abs(x), W::set1(0.70710678118654752f));
+  z = W::min(z, W::set1(10.f));
+  const V t = W::div(W::set1(1.f), W::fmadd(z, W::set1(0.5f), W::set1(1.f)));
+  V p = W::set1(kErfcP[10]);
+  for (int i = 9; i >= 0; --i) p = W::fmadd(p, t, W::set1(kErfcP[i]));
+  const V half_e = W::mul(W::mul(t, W::exp(W::fnmadd(z, z, p))), W::set1(0.5f));  // erfc(z) / 2
+  return W::select(W::lt(x, W::zero()), half_e, W::sub(W::set1(1.f), half_e));
+}
 
 // gelu_fast_scalar's formula (a NaN lane: min/max give the clamp, then x * Phi gives NaN).
-inline __m512 gelu_fast16(__m512 x) {
-  __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-  const __mmask16 low = _mm512_cmp_ps_mask(z, _mm512_set1_ps(-kErfRatClamp), _CMP_LE_OQ);
-  z = _mm512_min_ps(_mm512_max_ps(z, _mm512_set1_ps(-kErfRatClamp)), _mm512_set1_ps(kErfRatClamp));
-  const __m512 s = _mm512_mul_ps(z, z);
-  __m512 p = _mm512_set1_ps(kErfRatP[6]), q = _mm512_set1_ps(kErfRatQ[4]);
-  for (int i = 5; i >= 0; --i) p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(kErfRatP[i]));
-  for (int i = 3; i >= 0; --i) q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(kErfRatQ[i]));
-  const __m512 erf = _mm512_div_ps(_mm512_mul_ps(z, p), q);
-  const __m512 phi = _mm512_fmadd_ps(erf, _mm512_set1_ps(0.5f), _mm512_set1_ps(0.5f));
-  return _mm512_mul_ps(x, _mm512_maskz_mov_ps(static_cast<__mmask16>(~low), phi));
+template <class W>
+inline typename W::V gelu_fast(typename W::V x) {
+  using V = typename W::V;
+  V z = W::mul(x, W::set1(0.70710678118654752f));
+  const typename W::M low = W::le(z, W::set1(-kErfRatClamp));
+  z = W::min(W::max(z, W::set1(-kErfRatClamp)), W::set1(kErfRatClamp));
+  const V s = W::mul(z, z);
+  V p = W::set1(kErfRatP[6]), q = W::set1(kErfRatQ[4]);
+  for (int i = 5; i >= 0; --i) p = W::fmadd(p, s, W::set1(kErfRatP[i]));
+  for (int i = 3; i >= 0; --i) q = W::fmadd(q, s, W::set1(kErfRatQ[i]));
+  const V erf = W::div(W::mul(z, p), q);
+  const V ph = W::fmadd(erf, W::set1(0.5f), W::set1(0.5f));
+  return W::mul(x, W::select(low, W::zero(), ph));
 }
 
-inline __m512 gelu_grad16(__m512 x) {
-  const __m512 pdf =
-      _mm512_mul_ps(_mm512_set1_ps(kInvSqrt2Pi),
-                    exp16(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
-  return _mm512_fmadd_ps(x, pdf, phi16(x));
+// GELU'(x) = Phi(x) + x phi(x).
+template <class W>
+inline typename W::V gelu_grad(typename W::V x) {
+  const typename W::V pdf =
+      W::mul(W::set1(kInvSqrt2Pi), W::exp(W::mul(W::set1(-0.5f), W::mul(x, x))));
+  return W::fmadd(x, pdf, phi<W>(x));
 }
+
+// The formulas of one width under the names the kernels call: expN, phiN, geluN, gelu_fastN,
+// gelu_gradN for N lanes.
+#define LF_VM_NAMED(N, W)                                      \
+  inline W::V exp##N(W::V x) { return exp_of<W>(x); }          \
+  inline W::V phi##N(W::V x) { return phi<W>(x); }             \
+  inline W::V gelu##N(W::V x) { return W::mul(x, phi<W>(x)); } \
+  inline W::V gelu_fast##N(W::V x) { return gelu_fast<W>(x); } \
+  inline W::V gelu_grad##N(W::V x) { return gelu_grad<W>(x); }
+
+// 0, 1, ..., 15: each lane's index.
+alignas(64) inline constexpr float kLaneIndex[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                     8, 9, 10, 11, 12, 13, 14, 15};
+
+// The operations both widths spell alike (_mm256_add_ps, _mm512_add_ps, ...), for V16 and V8:
+// LF_VM_PS(op) is the width's intrinsic, LF_VM_CMP(a, b, predicate) its comparison.
+#define LF_VM_SAME_OPS                                                             \
+  static V load(const float* p) { return LF_VM_PS(loadu)(p); }                     \
+  static void store(float* p, V v) { LF_VM_PS(storeu)(p, v); }                     \
+  static V set1(float x) { return LF_VM_PS(set1)(x); }                             \
+  static V add(V a, V b) { return LF_VM_PS(add)(a, b); }                           \
+  static V zero() { return LF_VM_PS(setzero)(); }                                  \
+  static V sub(V a, V b) { return LF_VM_PS(sub)(a, b); }                           \
+  static V mul(V a, V b) { return LF_VM_PS(mul)(a, b); }                           \
+  static V div(V a, V b) { return LF_VM_PS(div)(a, b); }                           \
+  static V min(V a, V b) { return LF_VM_PS(min)(a, b); }                           \
+  static V max(V a, V b) { return LF_VM_PS(max)(a, b); }                           \
+  static V fmadd(V a, V b, V c) { return LF_VM_PS(fmadd)(a, b, c); }               \
+  static V fmsub(V a, V b, V c) { return LF_VM_PS(fmsub)(a, b, c); }               \
+  static V fnmadd(V a, V b, V c) { return LF_VM_PS(fnmadd)(a, b, c); }             \
+  static M eq(V a, V b) { return LF_VM_CMP(a, b, _CMP_EQ_OQ); }                    \
+  static M lt(V a, V b) { return LF_VM_CMP(a, b, _CMP_LT_OQ); }                    \
+  static M le(V a, V b) { return LF_VM_CMP(a, b, _CMP_LE_OQ); }                    \
+  static M gt(V a, V b) { return LF_VM_CMP(a, b, _CMP_GT_OQ); }                    \
+  static M unord(V a, V b) { return LF_VM_CMP(a, b, _CMP_UNORD_Q); }               \
+  static V exp(V x) { return exp_of<W>(x); }                                       \
+  /* The lanes t (0 .. kWidth - 1) with t > lim (|lim| < 2^24). */                 \
+  static M lanes_above(int lim) {                                                  \
+    return LF_VM_CMP(load(kLaneIndex), set1(static_cast<float>(lim)), _CMP_GT_OQ); \
+  }
+
+#if defined(__AVX512F__)
+#define LF_VM_PS(op) _mm512_##op##_ps
+#define LF_VM_CMP _mm512_cmp_ps_mask
+struct V16 {
+  using V = __m512;
+  using M = __mmask16;
+  using W = V16;
+  static constexpr int64_t kWidth = 16;
+  LF_VM_SAME_OPS
+  static V abs(V x) { return _mm512_abs_ps(x); }
+  static V round(V x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static V select(M m, V a, V b) { return _mm512_mask_mov_ps(b, m, a); }
+  static V scale2n(V p, V n) { return _mm512_scalef_ps(p, n); }  // p * 2^n
+};
+#undef LF_VM_CMP
+#undef LF_VM_PS
+
+LF_VM_NAMED(16, V16)
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #define LF_VM_AVX2 1
-// The same formulas eight lanes at a time with AVX2, for CPUs without AVX-512. exp8 gives
-// exp_scalar's bits: 2^n (n in [-126, 128] after the range checks) is applied as two normal
-// factors 2^(n/2) 2^(n - n/2), the first product exact, the second rounding once as ldexp does.
-inline __m256 exp8(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_LT_OQ);
-  const __m256 huge = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMax), _CMP_GT_OQ);
-  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const __m256 x_in = x;
-  x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
-  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kE7);
-  // Written out: as a loop over an initializer_list, GCC 12 kept it a loop reading the
-  // coefficients from the stack (GELU 2.7 ns an element on the AVX2 EPYC).
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE5));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kE2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-  const auto pow2 = [](__m256i k) {  // 2^k for k in [-63, 64]
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
-  };
-  __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
-  res = _mm256_andnot_ps(tiny, res);
-  res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), huge);
-  return _mm256_blendv_ps(res, x_in, nan);
-}
-// Phi(x), phi_scalar's formula.
-inline __m256 phi8(__m256 x) {
-  const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
-  __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
-  z = _mm256_min_ps(z, _mm256_set1_ps(10.f));
-  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.f),
-                                 _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.f)));
-  __m256 p = _mm256_set1_ps(kErfcP[10]);
-  for (int i = 9; i >= 0; --i) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kErfcP[i]));
-  const __m256 half_e =
-      _mm256_mul_ps(_mm256_mul_ps(t, exp8(_mm256_fnmadd_ps(z, z, p))), _mm256_set1_ps(0.5f));
-  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, neg);
-}
-inline __m256 gelu8(__m256 x) { return _mm256_mul_ps(x, phi8(x)); }
-inline __m256 gelu_grad8(__m256 x) {
-  const __m256 pdf =
-      _mm256_mul_ps(_mm256_set1_ps(kInvSqrt2Pi),
-                    exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x))));
-  return _mm256_fmadd_ps(x, pdf, phi8(x));
-}
-inline __m256 gelu_fast8(__m256 x) {
-  __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-  const __m256 low = _mm256_cmp_ps(z, _mm256_set1_ps(-kErfRatClamp), _CMP_LE_OQ);
-  z = _mm256_min_ps(_mm256_max_ps(z, _mm256_set1_ps(-kErfRatClamp)), _mm256_set1_ps(kErfRatClamp));
-  const __m256 s = _mm256_mul_ps(z, z);
-  __m256 p = _mm256_set1_ps(kErfRatP[6]), q = _mm256_set1_ps(kErfRatQ[4]);
-  for (int i = 5; i >= 0; --i) p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(kErfRatP[i]));
-  for (int i = 3; i >= 0; --i) q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(kErfRatQ[i]));
-  const __m256 erf = _mm256_div_ps(_mm256_mul_ps(z, p), q);
-  const __m256 phi = _mm256_fmadd_ps(erf, _mm256_set1_ps(0.5f), _mm256_set1_ps(0.5f));
-  return _mm256_mul_ps(x, _mm256_andnot_ps(low, phi));
-}
+// The same formulas eight lanes at a time with AVX2, for CPUs without AVX-512.
+#define LF_VM_PS(op) _mm256_##op##_ps
+#define LF_VM_CMP _mm256_cmp_ps
+struct V8 {
+  using V = __m256;
+  using M = __m256;  // a lane mask: all bits set or none
+  using W = V8;
+  static constexpr int64_t kWidth = 8;
+  LF_VM_SAME_OPS
+  static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), x); }
+  static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V select(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
+  // p * 2^n, n in [-126, 128] after the range checks, as exp_scalar's ldexp rounds: two normal
+  // factors 2^(n/2) 2^(n - n/2), the first product exact, the second rounding once.
+  static V scale2n(V p, V n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const auto pow2 = [](__m256i k) {  // 2^k for k in [-63, 64]
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+    };
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
+  }
+};
+#undef LF_VM_CMP
+#undef LF_VM_PS
+
+LF_VM_NAMED(8, V8)
 #endif
+#undef LF_VM_SAME_OPS
+#undef LF_VM_NAMED
 
 // y[i] = Op(x[i]) for n elements (y may alias x): with AVX-512 sixteen at a time
 // (Op::lanes16) and the tail masked, with AVX2 eight at a time (Op::lanes8) and the tail one
@@ -184,31 +223,29 @@ inline void apply_n(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] = Op::scalar(x[i]);
 }
 
-struct ExpOp {
-  static float scalar(float x) { return exp_scalar(x); }
+// Op for apply_n: NAME_scalar, NAME16 and NAME8 as scalar, lanes16 and lanes8.
 #if defined(__AVX512F__)
-  static __m512 lanes16(__m512 x) { return exp16(x); }
+#define LF_VM_MAP_OP(Op, name)                                \
+  struct Op {                                                 \
+    static float scalar(float x) { return name##_scalar(x); } \
+    static __m512 lanes16(__m512 x) { return name##16(x); }   \
+  };
 #elif defined(LF_VM_AVX2)
-  static __m256 lanes8(__m256 x) { return exp8(x); }
+#define LF_VM_MAP_OP(Op, name)                                \
+  struct Op {                                                 \
+    static float scalar(float x) { return name##_scalar(x); } \
+    static __m256 lanes8(__m256 x) { return name##8(x); }     \
+  };
+#else
+#define LF_VM_MAP_OP(Op, name)                                \
+  struct Op {                                                 \
+    static float scalar(float x) { return name##_scalar(x); } \
+  };
 #endif
-};
-struct GeluOp {
-  static float scalar(float x) { return gelu_scalar(x); }
-#if defined(__AVX512F__)
-  static __m512 lanes16(__m512 x) { return gelu16(x); }
-#elif defined(LF_VM_AVX2)
-  static __m256 lanes8(__m256 x) { return gelu8(x); }
-#endif
-};
-
-struct GeluFastOp {
-  static float scalar(float x) { return gelu_fast_scalar(x); }
-#if defined(__AVX512F__)
-  static __m512 lanes16(__m512 x) { return gelu_fast16(x); }
-#elif defined(LF_VM_AVX2)
-  static __m256 lanes8(__m256 x) { return gelu_fast8(x); }
-#endif
-};
+LF_VM_MAP_OP(ExpOp, exp)
+LF_VM_MAP_OP(GeluOp, gelu)
+LF_VM_MAP_OP(GeluFastOp, gelu_fast)
+#undef LF_VM_MAP_OP
 
 // y[i] = exp(x[i]) for n elements (y may alias x).
 inline void exp_n(float* y, const float* x, int64_t n) { apply_n<ExpOp>(y, x, n); }
@@ -252,7 +289,9 @@ struct GeluGradAccumulate {  // d + g * GELU'(x)
     return _mm512_fmadd_ps(g, gelu_grad16(x), d);
   }
 #elif defined(LF_VM_AVX2)
-  static __m256 lanes8(__m256 d, __m256 x, __m256 g) { return _mm256_fmadd_ps(g, gelu_grad8(x), d); }
+  static __m256 lanes8(__m256 d, __m256 x, __m256 g) {
+    return _mm256_fmadd_ps(g, gelu_grad8(x), d);
+  }
 #endif
 };
 struct GeluGradScale {  // d * GELU'(x)
@@ -432,5 +471,5 @@ inline void from_bf16_n(float* d, const uint16_t* s, int64_t n) {
   }
 }
 
-}  // inline namespace LF_ISA_NS
+}  // namespace LF_ISA_NS
 }  // namespace lf::vm

@@ -40,7 +40,7 @@ namespace {
 #define LF_STR(x) LF_STR2(x)
 
 constexpr Level level_of(const char* name) {
-  return name[0] == 'b' ? Level::baseline
+  return name[0] == 'b'   ? Level::baseline
          : name[3] == '2' ? Level::avx2
          : name[6] == 0   ? Level::avx512
                           : Level::avx512bf16;
@@ -53,15 +53,21 @@ void copy_rows(void* dst, int64_t ldd, const void* src, int64_t lds, int64_t row
   for (int64_t r = 0; r < rows; ++r) vm::copy_row(d + r * ldd, s + r * lds, row_bytes);
 }
 
+#if defined(__AVX512F__)
+// Sixteen 16-bit table indices widened to 32-bit lanes, as the gathers take them.
+inline __m512i indices16(const uint16_t* idx) {
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx)));
+}
+#endif
+
 void lookup_u16(uint16_t* out, const uint16_t* idx, const uint16_t* table, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   // Sixteen lookups per gather: 32 bits read at each 16-bit entry (the table's padding entry
   // keeps the last one in bounds), the low half kept.
   for (; i + 16 <= n; i += 16) {
-    const __m512i ix =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + i)));
-    const __m512i v = _mm512_i32gather_epi32(ix, static_cast<const void*>(table), 2);
+    const __m512i v =
+        _mm512_i32gather_epi32(indices16(idx + i), static_cast<const void*>(table), 2);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(v));
   }
 #endif
@@ -71,11 +77,9 @@ void lookup_u16(uint16_t* out, const uint16_t* idx, const uint16_t* table, int64
 void mul_lookup_f32(float* buf, const uint16_t* idx, const float* table, int64_t n) {
   int64_t c = 0;
 #if defined(__AVX512F__)
-  for (; c + 16 <= n; c += 16) {
-    const __m512i ix =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + c)));
-    _mm512_storeu_ps(buf + c, _mm512_mul_ps(_mm512_loadu_ps(buf + c), _mm512_i32gather_ps(ix, table, 4)));
-  }
+  for (; c + 16 <= n; c += 16)
+    _mm512_storeu_ps(buf + c, _mm512_mul_ps(_mm512_loadu_ps(buf + c),
+                                            _mm512_i32gather_ps(indices16(idx + c), table, 4)));
 #endif
   for (; c < n; ++c) buf[c] *= table[idx[c]];
 }
