@@ -38,7 +38,7 @@ void naive_quantize(const float* x, int64_t n, int qmax, std::vector<int>& q, do
 TEST(Int8Quantize, MatchesNaiveRowByRowWithLeadingDimensions) {
   const int64_t rows = 37, cols = 45, ldx = 50, ldq = 48;
   std::vector<float> x = test::random_vec(rows * ldx, 3, 2.f);
-  for (int64_t c = 0; c < cols; ++c) x[5 * ldx + c] = 0.f;  // a zero row
+  for (int64_t c = 0; c < cols; ++c) x[5 * ldx + c] = 0.f;      // a zero row
   for (int64_t c = 0; c < cols; ++c) x[9 * ldx + c] *= 1e-30f;  // a tiny one
   std::vector<int8_t> q(rows * ldq, 99);
   std::vector<float> s(rows, -1.f);
@@ -93,8 +93,8 @@ TEST(Int8Quantize, TiesGoToEvenAndTheLargestValueSaturatesExactly) {
 TEST(Int8Quantize, NonFiniteRowsPoisonTheirScaleOnly) {
   const float nan = std::numeric_limits<float>::quiet_NaN(),
               inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {1.f, 2.f, nan, 4.f,  // NaN
-                          1.f, inf, 3.f, 4.f,  // +inf
+  std::vector<float> x = {1.f, 2.f,  nan, 4.f,  // NaN
+                          1.f, inf,  3.f, 4.f,  // +inf
                           1.f, -2.f, 3.f, -4.f};
   std::vector<int8_t> q(12, 5);
   std::vector<float> s(3);
@@ -110,26 +110,27 @@ TEST(Int8Dequantize, MatchesNaiveForEveryEpilogue) {
   const int64_t rows = 9, N = 21;
   std::vector<int32_t> acc(rows * N);
   for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 7919) % 20001) - 10000;
-  const std::vector<float> rs = test::random_vec(rows, 4, 1e-3f), cs = test::random_vec(N, 5, 1e-2f),
-                           bias = test::random_vec(N, 6), start = test::random_vec(rows * N, 7);
+  const std::vector<float> rs = test::random_vec(rows, 4, 1e-3f),
+                           cs = test::random_vec(N, 5, 1e-2f), bias = test::random_vec(N, 6),
+                           start = test::random_vec(rows * N, 7);
   std::vector<int32_t> off(N);
   for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 977) - 9000;
   for (DequantOp op : {DequantOp::store, DequantOp::gelu, DequantOp::accumulate})
     for (bool with_bias : {false, true})
       for (bool with_offset : {false, true}) {
-      std::vector<float> out = start;
-      dequantize_rows(out.data(), acc.data(), rows, N, rs.data(), cs.data(),
-                      with_offset ? off.data() : nullptr, with_bias ? bias.data() : nullptr, op);
-      for (int64_t m = 0; m < rows; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          const double a = double(acc[m * N + n]) - (with_offset ? off[n] : 0);
-          double v = a * rs[m] * cs[n] + (with_bias ? bias[n] : 0.0);
-          if (op == DequantOp::gelu) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-          if (op == DequantOp::accumulate) v += start[m * N + n];
-          ASSERT_NEAR(out[m * N + n], v, 1e-5 * (1 + std::fabs(v)))
-              << static_cast<int>(op) << " bias " << with_bias << " offset " << with_offset
-              << " at " << m << "," << n;
-        }
+        std::vector<float> out = start;
+        dequantize_rows(out.data(), acc.data(), rows, N, rs.data(), cs.data(),
+                        with_offset ? off.data() : nullptr, with_bias ? bias.data() : nullptr, op);
+        for (int64_t m = 0; m < rows; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const double a = double(acc[m * N + n]) - (with_offset ? off[n] : 0);
+            double v = a * rs[m] * cs[n] + (with_bias ? bias[n] : 0.0);
+            if (op == DequantOp::gelu) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+            if (op == DequantOp::accumulate) v += start[m * N + n];
+            ASSERT_NEAR(out[m * N + n], v, 1e-5 * (1 + std::fabs(v)))
+                << static_cast<int>(op) << " bias " << with_bias << " offset " << with_offset
+                << " at " << m << "," << n;
+          }
       }
 }
 
@@ -182,8 +183,8 @@ TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
   std::vector<int32_t> acc(rows * N);
   for (int64_t i = 0; i < rows * N; ++i) acc[i] = static_cast<int32_t>((i * 6007) % 30011) - 15000;
   for (int64_t n = 0; n < N; ++n) acc[3 * N + n] = 0;  // with no bias and offset: a zero row
-  const std::vector<float> rs = test::random_vec(rows, 8, 1e-3f), cs = test::random_vec(N, 9, 1e-2f),
-                           bias = test::random_vec(N, 10);
+  const std::vector<float> rs = test::random_vec(rows, 8, 1e-3f),
+                           cs = test::random_vec(N, 9, 1e-2f), bias = test::random_vec(N, 10);
   std::vector<int32_t> off(N);
   for (int64_t n = 0; n < N; ++n) off[n] = static_cast<int32_t>(n * 331) - 8000;
   for (bool with_bias : {false, true}) {
@@ -216,8 +217,8 @@ TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
   }
 }
 
-// apply_quantized on rows quantize_rows_u8 made is apply() on the f32 rows, bitwise, for every
-// epilogue; apply_gelu_quantized is apply() with the GELU epilogue, then quantize_rows_u8;
+// apply() on int8 rows quantize_rows_u8 made is apply() on the f32 rows, bitwise, for every
+// epilogue; apply() into an int8 output is apply() with the GELU epilogue, then quantize_rows_u8;
 // both over one block and over blocks shared among threads, and inside a parallel region.
 TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
   LF_REQUIRE_INT8();
@@ -234,7 +235,7 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
                    PackedLinear::Epilogue::accumulate}) {
       std::vector<float> want = test::random_vec(rows * N, 34), got = want;
       p.apply(want.data(), x.data(), rows, b.data(), e);
-      p.apply_quantized(got.data(), {xq.data(), xs.data()}, rows, b.data(), e);
+      p.apply(got.data(), TensorIn(xq.data(), xs.data()), rows, b.data(), e);
       ASSERT_EQ(got, want) << "rows " << rows << " epilogue " << static_cast<int>(e);
     }
     std::vector<float> g(rows * N);
@@ -242,7 +243,7 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
     std::vector<uint8_t> want_q(rows * N), hq(rows * N);
     std::vector<float> want_s(rows), hs(rows);
     quantize_rows_u8(want_q.data(), N, want_s.data(), g.data(), rows, N, N, 127);
-    p.apply_gelu_quantized({hq.data(), hs.data()}, x.data(), rows, b.data());
+    p.apply(Tensor(hq.data(), hs.data()), x.data(), rows, b.data(), PackedLinear::Epilogue::gelu);
     ASSERT_EQ(hq, want_q) << "rows " << rows;
     ASSERT_EQ(hs, want_s) << "rows " << rows;
     // The same from inside a parallel region (each thread its own rows, single-threaded).
@@ -251,7 +252,8 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
 #pragma omp parallel for schedule(static, 1)
     for (int64_t r = 0; r < rows; r += 16) {
       const int64_t n = std::min<int64_t>(16, rows - r);
-      p.apply_gelu_quantized({pq.data() + r * N, ps.data() + r}, x.data() + r * K, n, b.data());
+      p.apply(Tensor(pq.data() + r * N, ps.data() + r), x.data() + r * K, n, b.data(),
+              PackedLinear::Epilogue::gelu);
     }
     ASSERT_EQ(pq, want_q) << "rows " << rows << " in a parallel region";
     ASSERT_EQ(ps, want_s) << "rows " << rows << " in a parallel region";
@@ -261,10 +263,11 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
   std::vector<uint8_t> q(K);
   std::vector<float> s(1), out(N);
   EXPECT_ERROR_MENTIONS(
-      f.apply_quantized(out.data(), {q.data(), s.data()}, 1, nullptr, PackedLinear::Epilogue::store),
+      f.apply(out.data(), TensorIn(q.data(), s.data()), 1, nullptr, PackedLinear::Epilogue::store),
       "int8 weights");
-  EXPECT_ERROR_MENTIONS(f.apply_gelu_quantized({q.data(), s.data()}, out.data(), 1, nullptr),
-                        "int8 weights");
+  EXPECT_ERROR_MENTIONS(
+      f.apply(Tensor(q.data(), s.data()), out.data(), 1, nullptr, PackedLinear::Epilogue::gelu),
+      "int8 weights");
 }
 
 // The FFN in int8 hands its hidden activation from the first product to the second quantized,
@@ -338,8 +341,7 @@ TEST(Int8Product, RefusesTrainingForms) {
   p.pack(W.data(), 8, 8, ComputeType::int8);
   std::vector<uint16_t> x16(8);
   std::vector<float> out(8);
-  EXPECT_ERROR_MENTIONS(p.apply(out.data(), ActIn(nullptr, x16.data()), 1, nullptr,
-                                PackedLinear::Epilogue::store),
+  EXPECT_ERROR_MENTIONS(p.apply(out.data(), x16.data(), 1, nullptr, PackedLinear::Epilogue::store),
                         "bf16 input");
 }
 
