@@ -86,7 +86,7 @@ struct Layout {
   std::shared_ptr<PathBlock> path;  // the attention kind's backward buffers
   // bf16 products only (empty otherwise), each a gradient rounded by the pass that makes it,
   // with its column sums added to the bias gradient of the map that reads it (RoundedGrad):
-  // the FFN's output gradient [R,D] (post-norm: from the output LayerNorm's backward), and
+  // the FFN's output gradient [R,D] (post-norm only: from the output LayerNorm's backward), and
   // the output map's [R,D] (post-norm: from the attention LayerNorm's backward), whose buffer
   // then takes the query gradient rounded by tiled attention (attend_backward).
   Tensor ffn_dy, ao_dy;

@@ -108,7 +108,9 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.dvv = c.take<float>(RKD);
   ap.plan_backward(c, Lo, cfg, PathShape{B, N, maxK, masked});
   Lo.dG = take_operand(c, ffn_bf16_only(R), R * F);
-  if (ffn_bf16_only(R)) Lo.ffn_dy = c.take<uint16_t>(R * D);
+  // Post-norm only: the output LayerNorm's backward writes it (pre-norm, the FFN's backward
+  // rounds its f32 output gradient itself).
+  if (ffn_bf16_only(R) && !pre) Lo.ffn_dy = c.take<uint16_t>(R * D);
   out = std::move(Lo);
   return c.bytes;
 }
