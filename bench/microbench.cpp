@@ -186,7 +186,7 @@ void BM_GeluBf16(benchmark::State& st) {
   to_bf16(h16.data(), x.data(), rows, cols, cols);
   for (auto _ : st) {
     if (st.range(0) == 0) {
-      gelu_forward_bf16(g16.data(), h16.data(), n);
+      gelu_forward(g16.data(), h16.data(), n);
     } else {
       to_bf16(d16.data(), x.data(), rows, cols, cols);  // a fresh gradient each time
       gelu_backward_round(d16.data(), db.data(), d16.data(), h16.data(), rows, cols);
@@ -253,7 +253,7 @@ void BM_Attention(benchmark::State& st) {
                                   scr.data(), ct,
                                   kind == 1 ? KVLayout::head_major : KVLayout::token_major);
     else
-      attention_forward(Act{ctx.data()}, Act{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
+      attention_forward(ctx.data(), AttnKept{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
                         d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ct});
   }
   set_flops(st, 4.0 * N * d.Lk * D);

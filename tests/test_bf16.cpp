@@ -96,10 +96,10 @@ TEST(Bf16Attention, KeptProbabilityCopyChangesNothing) {
       uint16_t* c16 = with ? p16.data() : nullptr;
       const AttnRun r{0.25f, p, 7, 3, 0, scratch.data(), ComputeType::bf16};
       const KeysValues kv{k.data(), v.data(), nullptr};
-      attention_forward(Act{ctx[with].data()}, Act{probs.data(), c16}, q.data(), kv, d, r);
+      attention_forward(ctx[with].data(), AttnKept{probs.data(), c16}, q.data(), kv, d, r);
       attention_backward(
           AttnGrads{dq[with].data(), dk[with].data(), dv[with].data(), GradInto::overwrite},
-          dctx.data(), ActIn(probs.data(), c16), q.data(), kv, d, r);
+          dctx.data(), AttnKept{probs.data(), c16}, q.data(), kv, d, r);
       if (!with) continue;
       // The copy is the probabilities rounded, zero exactly where dropout dropped them.
       int64_t zeros = 0;
@@ -178,9 +178,9 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         uint16_t* pp = p16.empty() ? nullptr : p16.data();
         const AttnRun r{0.3f, p, 5, 9, 0, scratch.data(), t};
         const KeysValues kv{k.data(), v.data(), km};
-        attention_forward(Act{o.ctx.data()}, Act{probs.data(), pp}, q.data(), kv, d, r);
+        attention_forward(o.ctx.data(), AttnKept{probs.data(), pp}, q.data(), kv, d, r);
         attention_backward(AttnGrads{o.dq.data(), o.dk.data(), o.dv.data()}, dctx.data(),
-                           ActIn(probs.data(), pp), q.data(), kv, d, r);
+                           AttnKept{probs.data(), pp}, q.data(), kv, d, r);
         return o;
       };
       Out tiled{std::vector<float>(nq), start, kstart, kstart};
@@ -192,8 +192,7 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         attention_forward_tiles(ctx16.data(), q16.data(), kv, d, r);
         for (int64_t i = 0; i < nq; ++i) tiled.ctx[i] = widen(ctx16[i]);
         attention_backward(AttnGrads{tiled.dq.data(), tiled.dk.data(), tiled.dv.data()},
-                           ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()), kv,
-                           d, r);
+                           dctx16.data(), AttnKept{}, q16.data(), kv, d, r);
       }
       const Out kept = run_kept(ComputeType::bf16), f32 = run_kept(ComputeType::f32);
       auto kept_ctx = kept.ctx;  // the tiled path writes the context in bf16
@@ -220,13 +219,12 @@ TEST(Bf16Attention, TiledPathMatchesKeptProbabilities) {
         std::vector<float> dq_w(nq), dk_w(nk), dv_w(nk), db(d.D, 0.5f);
         std::vector<uint16_t> dq16(nq);
         for (int rounded : {0, 1}) {
-          const RoundedQueryGrad rq{dq16.data(), db.data()};
           const AttnRun r{0.3f, p, 5, 9, 0, scratch.data(), ComputeType::bf16};
-          attention_backward(
-              AttnGrads{(rounded ? dq : dq_w).data(), (rounded ? dk : dk_w).data(),
-                        (rounded ? dv : dv_w).data(), GradInto::overwrite, rounded ? &rq : nullptr},
-              ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()),
-              KeysValues{k.data(), v.data(), km}, d, r);
+          attention_backward(AttnGrads{rounded ? Tensor(dq16.data()) : Tensor(dq_w.data()),
+                                       (rounded ? dk : dk_w).data(), (rounded ? dv : dv_w).data(),
+                                       GradInto::overwrite, rounded ? db.data() : nullptr},
+                             dctx16.data(), AttnKept{}, q16.data(),
+                             KeysValues{k.data(), v.data(), km}, d, r);
         }
         for (int64_t i = 0; i < nq; ++i) ASSERT_EQ(dq16[i], rne(dq_w[i])) << i;
         EXPECT_EQ(dk, dk_w);

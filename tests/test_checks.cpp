@@ -31,22 +31,23 @@ TEST_F(ShapeChecks, Gemm) {
   EXPECT_ERROR_MENTIONS(gemm(ComputeType::f32, false, false, 2, 2, 3, 1.f, a.data(), 2, b.data(), 2,
                              0.f, c.data(), 2),
                         "leading dimension too small for M=2 N=2 K=3 (lda=2");
-  EXPECT_ERROR_MENTIONS(
-      gemm(ComputeType::f32, false, false, 2, 2, 3, 1.f, nullptr, 3, b.data(), 2, 0.f, c.data(), 2),
-      "gemm: null operand");
+  EXPECT_ERROR_MENTIONS(gemm(ComputeType::f32, false, false, 2, 2, 3, 1.f, TensorIn(), 3, b.data(),
+                             2, 0.f, c.data(), 2),
+                        "gemm: null operand");
 }
 
 TEST_F(ShapeChecks, Linear) {
   EXPECT_ERROR_MENTIONS(linear_forward(c.data(), a.data(), b.data(), nullptr,
                                        LinearDims{/*rows=*/3, /*in=*/0, /*out=*/4}),
                         "linear_forward: bad shape rows=3 in=0 out=4");
-  EXPECT_ERROR_MENTIONS(linear_forward(nullptr, a.data(), b.data(), nullptr,
+  EXPECT_ERROR_MENTIONS(linear_forward(Tensor(), a.data(), b.data(), nullptr,
                                        LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
                         "linear_forward: null");
   // A weight gradient without the input it is computed from.
-  EXPECT_ERROR_MENTIONS(linear_backward(LinearGrads{nullptr, d.data(), nullptr}, c.data(), nullptr,
-                                        b.data(), LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
-                        "linear_backward: null");
+  EXPECT_ERROR_MENTIONS(
+      linear_backward(LinearGrads{Tensor(), d.data(), nullptr}, c.data(), TensorIn(), b.data(),
+                      LinearDims{/*rows=*/3, /*in=*/2, /*out=*/4}),
+      "linear_backward: null");
 }
 
 TEST_F(ShapeChecks, RowKernels) {
@@ -70,7 +71,7 @@ TEST_F(ShapeChecks, Attention) {
   const AttnDims bad{/*B=*/1, /*N=*/4, /*Lk=*/4, /*D=*/8, /*H=*/2, /*Dh=*/3};
   AttnRun run;
   run.scratch = b.data();
-  EXPECT_ERROR_MENTIONS(attention_forward(Act{c.data()}, Act{d.data()}, a.data(),
+  EXPECT_ERROR_MENTIONS(attention_forward(c.data(), AttnKept{d.data(), {}}, a.data(),
                                           KeysValues{a.data(), a.data(), nullptr}, bad, run),
                         "attention_forward: inconsistent dims B=1 N=4 Lk=4 D=8 H=2 Dh=3");
   // Rows [2, 6) of a sequence of 4 queries; batch element 1 of a batch of 1.
@@ -85,7 +86,7 @@ TEST_F(ShapeChecks, Attention) {
   // Dropout needs scratch for the dropped-out copy of the probabilities.
   AttnRun drop;
   drop.p_drop = 0.5f;  // dropout without scratch
-  EXPECT_ERROR_MENTIONS(attention_forward(Act{c.data()}, Act{d.data()}, a.data(),
+  EXPECT_ERROR_MENTIONS(attention_forward(c.data(), AttnKept{d.data(), {}}, a.data(),
                                           KeysValues{a.data(), a.data(), nullptr}, ok, drop),
                         "attention_forward: needs probs or scratch");
 }
@@ -119,7 +120,7 @@ TEST_F(ShapeChecks, LayerEntry) {
   ctx.B = 1;
   ctx.N = 4;
   // No attention path, projections or buffers.
-  EXPECT_ERROR_MENTIONS(layer_forward(ctx, lp, act, 0, a.data(), c.data()),
+  EXPECT_ERROR_MENTIONS(layer_forward(ctx, lp, act, 0, a.data(), c.data(), Tensor()),
                         "layer_forward: incomplete layer context");
   ctx.path = &attention_path(cfg);
   ctx.proj = &proj;

@@ -79,8 +79,8 @@ TEST(Int8Dequantize, GeluQuantizedIsGeluThenQuantize) {
   }
 }
 
-// apply_quantized on rows quantize_rows_u8 made is apply() on the f32 rows, bitwise, for every
-// epilogue; apply_gelu_quantized is apply() with the GELU epilogue, then quantize_rows_u8;
+// apply() on int8 rows quantize_rows_u8 made is apply() on the f32 rows, bitwise, for every
+// epilogue; apply() into an int8 output is apply() with the GELU epilogue, then quantize_rows_u8;
 // both over one block and over blocks shared among threads, and inside a parallel region.
 TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
   LF_REQUIRE_INT8();
@@ -97,7 +97,7 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
                    PackedLinear::Epilogue::accumulate}) {
       std::vector<float> want = test::random_vec(rows * N, 34), got = want;
       p.apply(want.data(), x.data(), rows, b.data(), e);
-      p.apply_quantized(got.data(), {xq.data(), xs.data()}, rows, b.data(), e);
+      p.apply(got.data(), TensorIn(xq.data(), xs.data()), rows, b.data(), e);
       ASSERT_EQ(got, want) << "rows " << rows << " epilogue " << static_cast<int>(e);
     }
     std::vector<float> g(rows * N);
@@ -105,7 +105,7 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
     std::vector<uint8_t> want_q(rows * N), hq(rows * N);
     std::vector<float> want_s(rows), hs(rows);
     quantize_rows_u8(want_q.data(), N, want_s.data(), g.data(), rows, N, N, 127);
-    p.apply_gelu_quantized({hq.data(), hs.data()}, x.data(), rows, b.data());
+    p.apply(Tensor(hq.data(), hs.data()), x.data(), rows, b.data(), PackedLinear::Epilogue::gelu);
     ASSERT_EQ(hq, want_q) << "rows " << rows;
     ASSERT_EQ(hs, want_s) << "rows " << rows;
     // The same from inside a parallel region (each thread its own rows, single-threaded).
@@ -114,7 +114,8 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
 #pragma omp parallel for schedule(static, 1)
     for (int64_t r = 0; r < rows; r += 16) {
       const int64_t n = std::min<int64_t>(16, rows - r);
-      p.apply_gelu_quantized({pq.data() + r * N, ps.data() + r}, x.data() + r * K, n, b.data());
+      p.apply(Tensor(pq.data() + r * N, ps.data() + r), x.data() + r * K, n, b.data(),
+              PackedLinear::Epilogue::gelu);
     }
     ASSERT_EQ(pq, want_q) << "rows " << rows << " in a parallel region";
     ASSERT_EQ(ps, want_s) << "rows " << rows << " in a parallel region";
@@ -123,11 +124,12 @@ TEST(Int8Product, QuantizedInputsAndOutputsAreTheF32FormsQuantized) {
   f.pack(W.data(), N, K, ComputeType::f32);
   std::vector<uint8_t> q(K);
   std::vector<float> s(1), out(N);
-  EXPECT_ERROR_MENTIONS(f.apply_quantized(out.data(), {q.data(), s.data()}, 1, nullptr,
-                                          PackedLinear::Epilogue::store),
-                        "int8 weights");
-  EXPECT_ERROR_MENTIONS(f.apply_gelu_quantized({q.data(), s.data()}, out.data(), 1, nullptr),
-                        "int8 weights");
+  EXPECT_ERROR_MENTIONS(
+      f.apply(out.data(), TensorIn(q.data(), s.data()), 1, nullptr, PackedLinear::Epilogue::store),
+      "int8 weights");
+  EXPECT_ERROR_MENTIONS(
+      f.apply(Tensor(q.data(), s.data()), out.data(), 1, nullptr, PackedLinear::Epilogue::gelu),
+      "int8 weights");
 }
 
 // The FFN in int8 hands its hidden activation from the first product to the second quantized,
@@ -201,9 +203,8 @@ TEST(Int8Product, RefusesTrainingForms) {
   p.pack(W.data(), 8, 8, ComputeType::int8);
   std::vector<uint16_t> x16(8);
   std::vector<float> out(8);
-  EXPECT_ERROR_MENTIONS(
-      p.apply(out.data(), ActIn(nullptr, x16.data()), 1, nullptr, PackedLinear::Epilogue::store),
-      "bf16 input");
+  EXPECT_ERROR_MENTIONS(p.apply(out.data(), x16.data(), 1, nullptr, PackedLinear::Epilogue::store),
+                        "bf16 input");
 }
 
 // A model wide enough that the quantization error is averaged as in real models.

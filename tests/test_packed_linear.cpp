@@ -108,10 +108,9 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
       if (!bf16) continue;
       std::vector<uint16_t> x16(x.size());
       to_bf16(x16.data(), x.data(), rows, Wr, Wr);
-      // The f32 input passed beside it is zero: a result from it would be all zeros.
-      const std::vector<float> zeros(x.size(), 0.f);
+      // The input given in bf16 is used as it is.
       std::vector<float> pre(rows * Wc);
-      pl.apply(pre.data(), ActIn(zeros.data(), x16.data()), rows, nullptr, Epi::store);
+      pl.apply(pre.data(), x16.data(), rows, nullptr, Epi::store);
       EXPECT_LT(test::rel_error(pre.data(), want.data(), pre.size()), 2e-6) << "seed " << seed;
     }
   }
@@ -120,8 +119,7 @@ TEST(PackedLinear, TransposedRepackedAndPreRounded) {
 // A bf16 output (bf16 training's FFN pre-activation and hidden gradient): every element is the
 // f32-output product rounded to nearest even, within one bf16 step of it (the accumulator
 // may round either way where the two primitives add in a different order), with and without
-// a bias, over more rows than one block; the f32 input beside x16 is never read. f32
-// weights refuse a bf16 output.
+// a bias, over more rows than one block. f32 weights refuse a bf16 output.
 TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
   LF_REQUIRE_BF16();
   const int64_t N = 72, K = 136, rows = PackedLinear::kMaxRowsDirect + 100;
@@ -134,9 +132,9 @@ TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
   pl.pack(W.data(), N, K, ComputeType::bf16);
   for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
     std::vector<float> want(rows * N);
-    pl.apply(want.data(), ActIn(nullptr, x16.data()), rows, bias, Epi::store);
+    pl.apply(want.data(), x16.data(), rows, bias, Epi::store);
     std::vector<uint16_t> out(rows * N, 0xFFFF);
-    pl.apply_bf16(out.data(), x16.data(), rows, bias);
+    pl.apply(out.data(), x16.data(), rows, bias, Epi::store);
     int64_t exact = 0;
     for (int64_t i = 0; i < rows * N; ++i) {
       uint32_t u = static_cast<uint32_t>(out[i]) << 16;
@@ -151,7 +149,7 @@ TEST(PackedLinear, Bf16OutputIsTheRoundedProduct) {
   PackedLinear f;
   f.pack(W.data(), N, K, ComputeType::f32);
   std::vector<uint16_t> out(N);
-  EXPECT_THROW(f.apply_bf16(out.data(), x16.data(), 1, nullptr), Error);
+  EXPECT_THROW(f.apply(out.data(), x16.data(), 1, nullptr, Epi::store), Error);
 }
 
 TEST(PackedLinear, RejectsUseBeforePackAndEmptyWeights) {

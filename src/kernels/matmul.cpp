@@ -295,21 +295,39 @@ bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K) {
   return p.plain == ComputeType::bf16 && M * N * K >= p.min_work;
 }
 
+namespace {
+// A dense bf16 operand (rows x cols as stored) widened to f32 into buf, for a product that
+// runs in f32.
+const float* widened(Buffer<float>& buf, const uint16_t* x16, int64_t rows, int64_t cols) {
+  float* dst = buf.grow(rows * cols);
+  widen_bf16(dst, x16, rows * cols);
+  return dst;
+}
+}  // namespace
+
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          ActIn a, int64_t lda, ActIn b, int64_t ldb, float beta, float* C, int64_t ldc,
+          TensorIn a, int64_t lda, TensorIn b, int64_t ldb, float beta, float* C, int64_t ldc,
           const float* bias) {
-  const float *A = a.f, *B = b.f;
-  const Bf16Inputs pre{a.h, b.h};
   LF_DCHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M=", M, " N=", N, " K=", K);
   LF_DCHECK(!bias || (alpha == 1.f && beta == 0.f), "gemm: a bias needs alpha = 1 and beta = 0");
   LF_DCHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
                 ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
             "gemm: leading dimension too small for M=", M, " N=", N, " K=", K, " (lda=", lda,
             " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a, " trans_b=", trans_b, ")");
-  LF_DCHECK(M == 0 || N == 0 ||
-                (C && (K == 0 || ((A || (pre.a && gemm_runs_bf16(t, M, N, K))) &&
-                                  (B || (pre.b && gemm_runs_bf16(t, M, N, K)))))),
-            "gemm: null operand for M=", M, " N=", N, " K=", K);
+  LF_DCHECK(M == 0 || N == 0 || (C && (K == 0 || (a && b))), "gemm: null operand for M=", M,
+            " N=", N, " K=", K);
+  LF_DCHECK(!a.is(DataType::int8) && !b.is(DataType::int8),
+            "gemm: int8 operands are multiplied by PackedLinear");
+  LF_DCHECK((!a.is(DataType::bf16) || lda == (trans_a ? M : K)) &&
+                (!b.is(DataType::bf16) || ldb == (trans_b ? K : N)),
+            "gemm: a bf16 operand must be dense");
+  const bool bf16 = gemm_runs_bf16(t, M, N, K);
+  const float *A = a.f32(), *B = b.f32();
+  if (!bf16 && M > 0 && N > 0 && K > 0) {  // an operand given only in bf16 is widened back
+    thread_local Buffer<float> awide, bwide;
+    if (!A) A = widened(awide, a.bf16(), trans_a ? K : M, trans_a ? M : K);
+    if (!B) B = widened(bwide, b.bf16(), trans_b ? N : K, trans_b ? K : N);
+  }
   if (M == 0 || N == 0) return;
   PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(M) * static_cast<double>(N) * K);
   if (K == 0) {  // oneDNN rejects K = 0; the product is then just beta * C.
@@ -317,8 +335,9 @@ void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
-  if (gemm_runs_bf16(t, M, N, K)) {
-    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre, bias);
+  if (bf16) {
+    gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+              Bf16Inputs{a.bf16(), b.bf16()}, bias);
     return;
   }
   if (f32_matmul_faster(trans_a, trans_b, M, N, K)) {
@@ -405,16 +424,17 @@ const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, 
 }
 
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, ActIn a_in, BatchLayout la, ActIn b_in,
-                  BatchLayout lb, float beta, Act c, BatchLayout lc) {
-  const float *A = a_in.f, *B = b_in.f;
-  const Bf16Inputs pre{a_in.h, b_in.h};
-  float* C = c.f;
-  uint16_t* C16 = c.h;
+                  int64_t N, int64_t K, float alpha, TensorIn a_in, BatchLayout la, TensorIn b_in,
+                  BatchLayout lb, float beta, Tensor c, BatchLayout lc) {
+  const float *A = a_in.f32(), *B = b_in.f32();
+  const Bf16Inputs pre{a_in.bf16(), b_in.bf16()};
+  float* C = c.f32();
+  uint16_t* C16 = c.bf16();
   LF_DCHECK(!C16 || beta == 0.f, "gemm_batched: a bf16 output takes no beta");
   LF_DCHECK(
       nb > 0 && nh > 0 && M > 0 && N > 0 && K > 0 && (A || pre.a) && (B || pre.b) && (C || C16),
-      "gemm_batched: empty or null operand nb=", nb, " nh=", nh, " M=", M, " N=", N, " K=", K);
+      "gemm_batched: empty, null or int8 operand nb=", nb, " nh=", nh, " M=", M, " N=", N,
+      " K=", K);
   LF_DCHECK(la.ld >= (trans_a ? M : K) && lb.ld >= (trans_b ? K : N) && lc.ld >= N &&
                 (nb == 1 || lc.sb > 0) && (nh == 1 || lc.sh > 0),
             "gemm_batched: leading dimension or output batch stride too small for M=", M, " N=", N,

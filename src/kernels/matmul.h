@@ -44,18 +44,18 @@ bool int8_vnni();
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. op(A) = A (stored M x K,
 // leading dimension lda) or A^T (stored K x M); likewise for B. bf16 primitives are built
-// once per shape and thread and cached. An operand's bf16 copy (A.h, B.h: its stored matrix
-// rounded, densely: leading dimension = its stored column count) serves a product that runs
-// in bf16 instead of rounding the f32 operand again (an operand used by several products is
-// rounded once: a weight during a training step, an output gradient feeding both of a linear
-// map's gradient products); the f32 operand may be null only when its copy is given and the
-// product runs in bf16 (gemm_runs_bf16; smaller products use the f32 operands). bias [N]
-// (only with alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue, or
-// for sgemm copied into C before the product adds onto it.
+// once per shape and thread and cached. Each operand is f32 or bf16 (a bf16 operand is dense:
+// its leading dimension is its stored column count); the product runs in the precision
+// gemm_runs_bf16 says and reads its operands in that form: an f32 operand of a bf16 product
+// is rounded (into per-thread scratch), a bf16 one of an f32 product widened (exactly). So an
+// operand that several bf16 products read is rounded once by its owner (a weight during a
+// training step, an output gradient feeding both of a linear map's gradient products). bias
+// [N] (only with alpha = 1, beta = 0) is added to every row: in the bf16 product's epilogue,
+// or for sgemm copied into C before the product adds onto it.
 void gemm(ComputeType t, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          ActIn A, int64_t lda, ActIn B, int64_t ldb, float beta, float* C, int64_t ldc,
+          TensorIn A, int64_t lda, TensorIn B, int64_t ldb, float beta, float* C, int64_t ldc,
           const float* bias = nullptr);
-// Whether gemm(t, ...) of this size runs in bf16 (and so would read the operands' bf16 copies).
+// Whether gemm(t, ...) of this size runs in bf16 (and so reads its operands in bf16).
 bool gemm_runs_bf16(ComputeType t, int64_t M, int64_t N, int64_t K);
 
 // Where one operand of a batched product keeps its matrices: matrix (b, h) starts at
@@ -71,16 +71,13 @@ struct BatchLayout {
 // one oneDNN matmul over the batch, each operand rounded once over the span it occupies; in
 // f32 one sgemm per matrix, the threads splitting the batch. Shapes as in gemm(); C has no
 // zero batch stride. Call outside parallel regions.
-// A.h, B.h: the operands already rounded with round_batch_bf16 (the same layout), for an
-// operand shared by two products or kept only in bf16; used when the product runs in bf16. An
-// f32 operand may be null when its rounded copy is given: a product that runs in f32 then
-// widens the copy.
-// C.h (or null): the output written in bf16 instead, in the layout lc (C.f is then unused and
-// may be null; beta must be 0): by the product itself when it runs in bf16, else rounded
-// matrix by matrix.
+// Each operand f32 or bf16 (a bf16 one in the layout it would have in f32, as
+// round_batch_bf16 makes it: an operand shared by two products or kept only in bf16), read as
+// gemm() reads its operands. C f32, or bf16 (beta must be 0): written by the product itself
+// when it runs in bf16, else rounded matrix by matrix.
 void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool trans_b, int64_t M,
-                  int64_t N, int64_t K, float alpha, ActIn A, BatchLayout la, ActIn B,
-                  BatchLayout lb, float beta, Act C, BatchLayout lc);
+                  int64_t N, int64_t K, float alpha, TensorIn A, BatchLayout la, TensorIn B,
+                  BatchLayout lb, float beta, Tensor C, BatchLayout lc);
 // Whether gemm_batched(t, nb, nh, ..., M, N, K, ...) runs in bf16.
 bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, int64_t N, int64_t K);
 // An operand of gemm_batched (nb x nh matrices of rows x cols as stored, in layout l) rounded
@@ -133,12 +130,23 @@ class PackedLinear {
   // What bytes() will be after pack() with these arguments (oneDNN's layout may pad).
   static size_t packed_bytes(int64_t out_features, int64_t in_features, ComputeType type);
 
-  // out [rows, out_features] (leading dimension out_features) from x [rows, in_features];
-  // bias [out_features] or null. x.h (bf16 weights only, or null): x already rounded to
-  // bfloat16 (dense), used instead of rounding x.f again (which may then be null).
+  // out [rows, out_features] (leading dimension out_features) from x [rows, in_features]
+  // (dense); bias [out_features] or null. One entry for every dtype pairing, dispatched once:
+  //   x f32    prepared as the weights' precision says (rounded to bf16, quantized per row)
+  //   x bf16   bf16 weights only: x already rounded, used as is
+  //   x int8   int8 weights only: rows quantized as quantize_rows_u8 stores them with qmax 127
+  //            and a scale per row; the result apply() gives on the f32 rows it was quantized
+  //            from, without quantizing them again
+  //   out f32  any epilogue
+  //   out bf16 bf16 weights and a bf16 x, Epilogue::store: bf16(x W^T + bias), rounded to
+  //            nearest even from the f32 accumulator (bf16 training keeps the FFN's hidden
+  //            activation and gradient in bf16)
+  //   out int8 int8 weights, an f32 x, Epilogue::gelu: GELU(x W^T + bias) quantized per row,
+  //            the input of a next int8 product (the FFN's hidden activation, never written in
+  //            f32): equal to an f32 out followed by quantize_rows_u8(..., 127)
   // `segment` > 0: the rows come in groups of that many (a batch's sequences), where a fixed
   // row tile restarts (set_row_tile); without a row tile it changes nothing.
-  void apply(float* out, ActIn x, int64_t rows, const float* bias, Epilogue e,
+  void apply(Tensor out, TensorIn x, int64_t rows, const float* bias, Epilogue e,
              int64_t segment = 0) const;
   // The same product with the rows in tiles of exactly `tile` rows, each through the one
   // single-threaded primitive of (tile, epilogue, bias) (a last partial tile runs on a
@@ -157,26 +165,6 @@ class PackedLinear {
   // blocks). Kept until changed or the object is replaced; pack() keeps it.
   void set_row_tile(int64_t rows);
   int64_t row_tile() const { return row_tile_; }
-
-  // int8 weights only: rows quantized as quantize_rows_u8 stores them with qmax 127 (q + 128,
-  // rows densely packed: in_features bytes apart for an input, out_features for an output)
-  // and one scale per row.
-  struct QuantizedRows {
-    uint8_t* q = nullptr;
-    float* scale = nullptr;
-  };
-  // apply() on an input already quantized: the result apply() gives on the f32 rows it was
-  // quantized from, without quantizing them again.
-  void apply_quantized(float* out, QuantizedRows x, int64_t rows, const float* bias,
-                       Epilogue e) const;
-  // int8 weights only: y = GELU(x W^T + bias) quantized per row, the input of a next int8
-  // product (the FFN's hidden activation, never written in f32): equal to apply() with
-  // Epilogue::gelu followed by quantize_rows_u8(..., 127).
-  void apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows, const float* bias) const;
-
-  // bf16 weights only: out16 = bf16(x16 W^T + bias), rounded to nearest even from the f32
-  // accumulator (bf16 training keeps the FFN's hidden activation and gradient in bf16).
-  void apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows, const float* bias) const;
 
   // Rows a single product handles at most (a power of two); calls run in blocks of this many
   // rows, then of decreasing powers of two, so that oneDNN sees few distinct shapes.
@@ -197,6 +185,7 @@ class PackedLinear {
                   Epilogue e, bool out16) const;
   struct Int8Rows;
   void apply_int8(const Int8Rows& io, int64_t rows, const float* bias, Epilogue e) const;
+  void apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows, const float* bias) const;
 };
 
 }  // namespace lf

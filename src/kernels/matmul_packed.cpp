@@ -282,26 +282,62 @@ size_t PackedLinear::scratch_bytes(int64_t in_features, ComputeType type) {
   return 0;
 }
 
-void PackedLinear::apply(float* out, ActIn in, int64_t rows, const float* bias, Epilogue e,
+void PackedLinear::apply(Tensor out, TensorIn x, int64_t rows, const float* bias, Epilogue e,
                          int64_t segment) const {
-  const float* x = in.f;
-  const uint16_t* x16 = in.h;
-  LF_CHECK(!x16 || type() == ComputeType::bf16,
-           "packed linear: a bf16 input needs bf16 weights (these are ", compute_type_name(type()),
-           ")");
-  LF_DCHECK(rows <= 0 || (out && (x || x16)), "packed linear: null input or output for ", rows,
-            " rows");
-  if (row_tile_ > 0) {
-    LF_CHECK(!x16, "packed linear: a fixed row tile takes f32 inputs");
-    apply_tiled(out, x, rows, bias, e, row_tile_, segment);
-    return;
+  LF_CHECK(packed(), "packed linear: apply() before pack()");
+  LF_DCHECK(rows <= 0 || (out && x), "packed linear: null input or output for ", rows, " rows");
+  LF_CHECK(x.dtype == DataType::f32 || (x.dtype == DataType::bf16 && type() == ComputeType::bf16) ||
+               (x.dtype == DataType::int8 && dequantized(type())),
+           "packed linear: the ", data_type_name(x.dtype), " input needs ", data_type_name(x.dtype),
+           " weights (these are ", compute_type_name(type()), ")");
+  switch (out.dtype) {
+    case DataType::bf16:
+      LF_CHECK(type() == ComputeType::bf16 && x.dtype == DataType::bf16 && e == Epilogue::store,
+               "packed linear: a bf16 output needs bf16 weights and input (these are ",
+               compute_type_name(type()), ")");
+      apply_bf16(out.bf16(), x.bf16(), rows, bias);
+      return;
+    case DataType::int8: {
+      LF_CHECK(dequantized(type()) && x.dtype == DataType::f32 && e == Epilogue::gelu,
+               "packed linear: a quantized output needs int8 weights (these are ",
+               compute_type_name(type()), ")");
+      PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
+      Int8Rows io;
+      io.x = x.f32();
+      io.yq = out.int8();
+      io.ys = out.scale;
+      apply_int8(io, rows, bias, Epilogue::gelu);
+      return;
+    }
+    case DataType::f32:
+      break;
   }
-  apply_impl(out, x, x16, rows, bias, e, false);
+  switch (x.dtype) {
+    case DataType::int8: {
+      PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
+      Int8Rows io;
+      io.xq = x.int8();
+      io.xs = x.scale;
+      io.y = out.f32();
+      apply_int8(io, rows, bias, e);
+      return;
+    }
+    case DataType::bf16:
+      LF_CHECK(row_tile_ <= 0, "packed linear: a fixed row tile takes f32 inputs");
+      apply_impl(out.f32(), nullptr, x.bf16(), rows, bias, e, false);
+      return;
+    case DataType::f32:
+      if (row_tile_ > 0) {
+        apply_tiled(out.f32(), x.f32(), rows, bias, e, row_tile_, segment);
+        return;
+      }
+      apply_impl(out.f32(), x.f32(), nullptr, rows, bias, e, false);
+      return;
+  }
 }
 
 void PackedLinear::apply_bf16(uint16_t* out16, const uint16_t* x16, int64_t rows,
                               const float* bias) const {
-  LF_CHECK(type() == ComputeType::bf16, "packed linear: a bf16 output needs bf16 weights");
   LF_DCHECK(rows <= 0 || (out16 && x16), "packed linear: null input or output for ", rows, " rows");
   apply_impl(out16, nullptr, x16, rows, bias, Epilogue::store, true);
 }
@@ -420,36 +456,6 @@ void PackedLinear::apply_impl(void* out, const float* x, const uint16_t* x16, in
                  out16);
   }
   Impl::stream().wait();
-}
-
-void PackedLinear::apply_quantized(float* out, QuantizedRows x, int64_t rows, const float* bias,
-                                   Epilogue e) const {
-  LF_CHECK(packed() && dequantized(type()),
-           "packed linear: a quantized input needs int8 weights (these are ",
-           compute_type_name(type()), ")");
-  LF_DCHECK(rows <= 0 || (out && x.q && x.scale), "packed linear: null input or output for ", rows,
-            " rows");
-  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
-  Int8Rows io;
-  io.xq = x.q;
-  io.xs = x.scale;
-  io.y = out;
-  apply_int8(io, rows, bias, e);
-}
-
-void PackedLinear::apply_gelu_quantized(QuantizedRows y, const float* x, int64_t rows,
-                                        const float* bias) const {
-  LF_CHECK(packed() && dequantized(type()),
-           "packed linear: a quantized output needs int8 weights (these are ",
-           compute_type_name(type()), ")");
-  LF_DCHECK(rows <= 0 || (x && y.q && y.scale), "packed linear: null input or output for ", rows,
-            " rows");
-  PhaseScope ps(Phase::matmul, 2.0 * static_cast<double>(rows) * impl_->N * impl_->K);
-  Int8Rows io;
-  io.x = x;
-  io.yq = y.q;
-  io.ys = y.scale;
-  apply_int8(io, rows, bias, Epilogue::gelu);
 }
 
 // An int8 product in blocks of at most max_rows rows (block_rows). Outside a parallel region,

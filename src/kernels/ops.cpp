@@ -25,20 +25,23 @@ bool packed_for(const PackedLinear* p, bool bf16) {
 }
 }  // namespace
 
-void linear_forward(float* out, ActIn in, const Weight& weight, const float* b, const LinearDims& d,
-                    ComputeType prec) {
-  const float* inp = in.f;
-  const uint16_t* inp16 = in.h;
+void linear_forward(Tensor out, TensorIn inp, const Weight& weight, const float* b,
+                    const LinearDims& d, ComputeType prec) {
   const float* W = weight.w;
   const TrainWeight& Wt = weight.forms;
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_forward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
   const bool bf16 = gemm_runs_bf16(prec, d.rows, d.out, d.in);
-  LF_DCHECK(d.rows == 0 || (out && (inp || (bf16 && inp16)) && W),
-            "linear_forward: null out, input or weight");
+  LF_DCHECK(d.rows == 0 || (out && inp && W), "linear_forward: null out, input or weight");
+  if (out.is(DataType::bf16)) {  // written rounded by the packed bf16 product
+    LF_CHECK(bf16 && packed_for(Wt.forward, true) && inp.is(DataType::bf16),
+             "linear_forward: a bf16 output needs a bf16 product, input and packed weight");
+    Wt.forward->apply(out, inp, d.rows, b, PackedLinear::Epilogue::store);
+    return;
+  }
+  float* y = out.f32();
   if (packed_for(Wt.forward, bf16)) {
-    Wt.forward->apply(out, ActIn(inp, bf16 ? inp16 : nullptr), d.rows, b,
-                      PackedLinear::Epilogue::store);
+    Wt.forward->apply(y, inp, d.rows, b, PackedLinear::Epilogue::store);
     return;
   }
   // A bf16 product adds the bias in its epilogue; for sgemm out starts as the bias rows.
@@ -46,11 +49,11 @@ void linear_forward(float* out, ActIn in, const Weight& weight, const float* b, 
   if (b && !fused) {
     PhaseScope ps(Phase::elementwise);
     parallel_for(0, d.rows, row_grain(d.out), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, out + r * d.out);
+      for (int64_t r = r0; r < r1; ++r) std::copy(b, b + d.out, y + r * d.out);
     });
   }
-  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, ActIn(inp, inp16), d.in, ActIn(W, Wt.plain),
-       d.in, b && !fused ? 1.f : 0.f, out, d.out, fused ? b : nullptr);
+  gemm(prec, false, true, d.rows, d.out, d.in, 1.f, inp, d.in, weight.operand(bf16), d.in,
+       b && !fused ? 1.f : 0.f, y, d.out, fused ? b : nullptr);
 }
 
 namespace {
@@ -85,45 +88,48 @@ const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dou
   return d16;
 }
 
-void linear_backward(const LinearGrads& grads, ActIn dy, ActIn x, const Weight& weight,
+void linear_backward(const LinearGrads& grads, TensorIn dy, TensorIn inp, const Weight& weight,
                      const LinearDims& d, ComputeType prec) {
-  float *dinp = grads.dinp, *dW = grads.dW, *db = grads.db;
+  const Tensor dinp = grads.dinp;
+  float *dW = grads.dW, *db = grads.db;
   const GradInto into = grads.into;
-  const float *dout = dy.f, *inp = x.f, *W = weight.w;
-  const uint16_t *pre_rounded = dy.h, *inp16 = x.h;
+  const float* W = weight.w;
   const TrainWeight& Wt = weight.forms;
+  const bool both_bf16 = linear_backward_runs_bf16(prec, d);
   LF_DCHECK(d.rows >= 0 && d.in > 0 && d.out > 0, "linear_backward: bad shape rows=", d.rows,
             " in=", d.in, " out=", d.out);
-  LF_DCHECK(!pre_rounded || linear_backward_runs_bf16(prec, d),
+  LF_DCHECK(!dy.is(DataType::bf16) || both_bf16,
             "linear_backward: a pre-rounded output gradient needs both products in bf16");
-  LF_DCHECK(d.rows == 0 || ((dout || pre_rounded) && (!dinp || W) &&
-                            (!dW || inp || (inp16 && gemm_runs_bf16(prec, d.out, d.in, d.rows)))),
+  LF_DCHECK(!dinp.is(DataType::bf16) ||
+                (both_bf16 && packed_for(Wt.backward, true) && into == GradInto::overwrite),
+            "linear_backward: a bf16 input gradient needs bf16 products and a packed weight, "
+            "and is written over");
+  LF_DCHECK(d.rows == 0 || (dy && (!dinp || W || Wt.backward) && (!dW || inp)),
             "linear_backward: null output gradient, or a gradient without its operand");
   const int64_t rows = d.rows, in = d.in, out_f = d.out;
   // dout rounded once when both products run in bf16 (it is the A operand of each).
   // The bias gradient's column sums are taken in the same pass over dout.
   thread_local Buffer<uint16_t> dout16;
-  const uint16_t* g16 = nullptr;
-  if (pre_rounded) {
-    g16 = pre_rounded;
+  TensorIn g = dy;
+  if (dy.is(DataType::bf16)) {
     db = nullptr;  // the caller summed it
-  } else if (dinp && dW && linear_backward_runs_bf16(prec, d)) {
-    g16 = round_output_gradient(dout16.grow(rows * out_f), db, dout, rows, out_f);
+  } else if (dinp && both_bf16 && (dW || dinp.is(DataType::bf16))) {
+    g = round_output_gradient(dout16.grow(rows * out_f), db, dy.f32(), rows, out_f);
     db = nullptr;
   }
   // The weight gradient first, while the output gradient just rounded is still in cache (its
   // reduction over the rows suffers most from operands read from memory).
-  if (dW)
-    gemm(prec, true, false, out_f, in, rows, 1.f, ActIn(dout, g16), out_f, ActIn(inp, inp16), in,
-         1.f, dW, in);
+  if (dW) gemm(prec, true, false, out_f, in, rows, 1.f, g, out_f, inp, in, 1.f, dW, in);
   if (dinp && packed_for(Wt.backward, gemm_runs_bf16(prec, rows, in, out_f)))
     Wt.backward->apply(
-        dinp, ActIn(dout, g16), rows, nullptr,
+        dinp, g, rows, nullptr,
         into == GradInto::add ? PackedLinear::Epilogue::accumulate : PackedLinear::Epilogue::store);
   else if (dinp)
-    gemm(prec, false, false, rows, in, out_f, 1.f, ActIn(dout, g16), out_f, ActIn(W, Wt.plain), in,
-         into == GradInto::add ? 1.f : 0.f, dinp, in);
+    gemm(prec, false, false, rows, in, out_f, 1.f, g, out_f,
+         weight.operand(gemm_runs_bf16(prec, rows, in, out_f)), in,
+         into == GradInto::add ? 1.f : 0.f, dinp.f32(), in);
   if (db) {
+    const float* dout = dy.f32();
     PhaseScope ps(Phase::elementwise);
     const auto add_n = isa::kernels().add_n;
     parallel_for(0, out_f, 64, [&](int64_t c0, int64_t c1) {
@@ -132,38 +138,29 @@ void linear_backward(const LinearGrads& grads, ActIn dy, ActIn x, const Weight& 
   }
 }
 
-void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const float* dout,
-                                const uint16_t* inp16, const LinearDims& d, const TrainWeight& Wt,
-                                uint16_t* dout16) {
-  LF_DCHECK(
-      linear_backward_runs_bf16(ComputeType::bf16, d) && Wt.backward && dinp16 && inp16 && dout16,
-      "linear_backward_bf16_input: needs bf16 products, a packed weight and bf16 buffers");
-  const uint16_t* g16 = dout ? round_output_gradient(dout16, db, dout, d.rows, d.out) : dout16;
-  linear_backward(LinearGrads{nullptr, dW, nullptr}, ActIn(nullptr, g16), ActIn(nullptr, inp16),
-                  Weight(nullptr, Wt), d, ComputeType::bf16);
-  Wt.backward->apply_bf16(dinp16, g16, d.rows, nullptr);
-}
-
-void layernorm_forward(Act y, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps) {
+void layernorm_forward(float* y, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps, Tensor operand) {
   LF_DCHECK(rows >= 0 && C > 0, "layernorm_forward: bad shape rows=", rows, " C=", C);
-  LF_DCHECK(rows == 0 || (y.f && inp && w && b), "layernorm_forward: null pointer");
-  add_layernorm_forward(nullptr, y, mean, rstd, inp, nullptr, w, b, rows, C, eps);
+  LF_DCHECK(rows == 0 || (y && inp && w && b), "layernorm_forward: null pointer");
+  add_layernorm_forward(nullptr, y, mean, rstd, inp, nullptr, w, b, rows, C, eps, operand);
 }
 
-void add_layernorm_forward(float* sum, Act normed, float* mean, float* rstd, const float* x,
+void add_layernorm_forward(float* sum, float* normed, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
-                           float eps) {
+                           float eps, Tensor operand) {
   LF_DCHECK(rows >= 0 && C > 0, "add_layernorm_forward: bad shape rows=", rows, " C=", C);
-  LF_DCHECK(rows == 0 || (normed.f && x && w && b && (!y || sum)),
+  LF_DCHECK(rows == 0 || (normed && x && w && b && (!y || sum)),
             "add_layernorm_forward: null pointer");
+  LF_DCHECK(!operand || operand.is(DataType::bf16) || operand.f32() == normed,
+            "add_layernorm_forward: an f32 operand form is the output itself");
+  uint16_t* normed16 = operand.bf16();
   PhaseScope ps(Phase::elementwise);
   const auto rows_kernel = isa::kernels().layernorm_rows;  // the level's vector form
   parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
     const int64_t o = r0 * C;
-    rows_kernel(normed.f + o, normed.h ? normed.h + o : nullptr, mean ? mean + r0 : nullptr,
-                rstd ? rstd + r0 : nullptr, y ? sum + o : nullptr, x + o, y ? y + o : nullptr, w,
-                b, r1 - r0, C, eps);
+    rows_kernel(normed + o, normed16 ? normed16 + o : nullptr, mean ? mean + r0 : nullptr,
+                rstd ? rstd + r0 : nullptr, y ? sum + o : nullptr, x + o, y ? y + o : nullptr, w, b,
+                r1 - r0, C, eps);
   });
 }
 
@@ -219,11 +216,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
       for (int64_t c = 0; c < C; ++c) also->colsum[c] += part[t * per + 2 * C + c];
 }
 
-void gelu_forward(float* out, const float* inp, int64_t n) {
+namespace {
+void gelu_forward_f32(float* out, const float* inp, int64_t n) {
   PhaseScope ps(Phase::elementwise);
   parallel_for(0, n, kGrainElems,
                [&](int64_t i0, int64_t i1) { vm::gelu_n(out + i0, inp + i0, i1 - i0); });
 }
+}  // namespace
 
 namespace {
 
@@ -256,14 +255,20 @@ const GeluTables& gelu_tables() {
 
 }  // namespace
 
-void gelu_forward_bf16(uint16_t* out16, const uint16_t* inp16, int64_t n) {
-  LF_DCHECK(n == 0 || (out16 && inp16), "gelu_forward_bf16: null pointer");
+void gelu_forward(Tensor out, TensorIn inp, int64_t n) {
+  LF_DCHECK(n == 0 || (out && inp && out.dtype == inp.dtype && !out.is(DataType::int8)),
+            "gelu_forward: null, int8 or mixed operands");
+  if (out.dtype == DataType::f32) {
+    gelu_forward_f32(out.f32(), inp.f32(), n);
+    return;
+  }
+  uint16_t* out16 = out.bf16();
+  const uint16_t* inp16 = inp.bf16();
   const uint16_t* table = gelu_tables().fwd;
   PhaseScope ps(Phase::elementwise);
   const auto lookup = isa::kernels().lookup_u16;  // sixteen lookups per gather with AVX-512
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    lookup(out16 + i0, inp16 + i0, table, i1 - i0);
-  });
+  parallel_for(0, n, kGrainElems,
+               [&](int64_t i0, int64_t i1) { lookup(out16 + i0, inp16 + i0, table, i1 - i0); });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {

@@ -32,18 +32,17 @@ struct LinearDims {
 };
 
 class PackedLinear;
-// A weight's forms for training's products (each may be null): its plain bfloat16 copy (same
-// layout as W; bf16 training), and W packed for the forward product x W^T and for the input
-// gradient dY W (kernels/matmul.h), in f32 or bf16. A packed form runs a product only when
-// its type is the product's (gemm_runs_bf16 decides); other products use W or its plain copy.
+// A weight's forms for training's products, beside its f32 master copy (each may be absent):
+// its plain bfloat16 copy (same layout as W; bf16 training: the products that run in bf16
+// read it, smaller ones W itself), and W packed for the forward product x W^T and for the
+// input gradient dY W (kernels/matmul.h), in f32 or bf16. A packed form runs a product only
+// when its type is the product's (gemm_runs_bf16 decides); other products use W or its plain
+// copy. Two buffers with two roles, not one operand: which one a product reads depends on
+// the product's size.
 struct TrainWeight {
   const uint16_t* plain = nullptr;
   const PackedLinear* forward = nullptr;   // pack(W, out, in)
   const PackedLinear* backward = nullptr;  // pack_transposed(W, out, in)
-  TrainWeight() = default;
-  TrainWeight(const uint16_t* w16) : plain(w16) {}  // NOLINT: a plain copy alone converts
-  TrainWeight(const uint16_t* w16, const PackedLinear* fwd, const PackedLinear* bwd)
-      : plain(w16), forward(fwd), backward(bwd) {}
 };
 
 // A linear map's weight W [out, in] and its training forms (TrainWeight; none outside
@@ -54,22 +53,31 @@ struct Weight {
   Weight() = default;
   Weight(const float* f32) : w(f32) {}  // NOLINT: an f32 weight alone converts
   Weight(const float* f32, const TrainWeight& t) : w(f32), forms(t) {}
+  // The form a plain product of this precision reads: the bf16 copy when it runs in bf16.
+  TensorIn operand(bool bf16) const {
+    return bf16 && forms.plain ? TensorIn(forms.plain) : TensorIn(w);
+  }
 };
 
-// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h): a bf16
-// product reads inp.h (inp rounded to bfloat16, dense) when given, else rounds inp.f.
-void linear_forward(float* out, ActIn inp, const Weight& W, const float* b, const LinearDims& d,
+// out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). inp f32
+// or bf16 (read as gemm reads its operands). out f32, or bf16 (bf16 training: the product
+// runs in bf16 on W's packed forward form and writes its result rounded).
+void linear_forward(Tensor out, TensorIn inp, const Weight& W, const float* b, const LinearDims& d,
                     ComputeType t = ComputeType::f32);
 // The gradients linear_backward writes (each may be null): dinp += dout W (dinp = dout W with
-// GradInto::overwrite); dW += dout^T inp; db += column sums of dout.
+// GradInto::overwrite); dW += dout^T inp; db += column sums of dout. dinp f32, or bf16
+// (written over, rounded, as the next bf16 products read it: only when both gradient
+// products run in bf16, linear_backward_runs_bf16, and W has its packed backward form).
 struct LinearGrads {
-  float *dinp = nullptr, *dW = nullptr, *db = nullptr;
+  Tensor dinp;
+  float *dW = nullptr, *db = nullptr;
   GradInto into = GradInto::add;
 };
-// In bf16, dout is rounded once for both products. dout.h: dout already rounded to bf16
-// (dense) by the caller, who has summed db too (db is then left alone, and dout.f may be
-// null); only when linear_backward_runs_bf16(t, d).
-void linear_backward(const LinearGrads& g, ActIn dout, ActIn inp, const Weight& W,
+// In bf16, dout is rounded once for both products, its column sums into db in the same pass.
+// dout bf16: already rounded by the caller, who has summed db too (db is then left alone);
+// only when linear_backward_runs_bf16(t, d). inp f32 or bf16. The weight gradient is taken
+// first, while the rounded output gradient is in cache.
+void linear_backward(const LinearGrads& g, TensorIn dout, TensorIn inp, const Weight& W,
                      const LinearDims& d, ComputeType t = ComputeType::f32);
 // Whether both gradient products of linear_backward run in bf16 (dout is then rounded once).
 bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
@@ -78,26 +86,18 @@ bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d);
 // sums added to db (the bias gradient; null: none) in the same pass. Returns d16.
 const uint16_t* round_output_gradient(uint16_t* d16, float* db, const float* dout, int64_t rows,
                                       int64_t cols);
-// bf16 training, when both gradient products run in bf16 (linear_backward_runs_bf16) and W is
-// packed (Wt.backward): the input gradient written in bf16 only, dinp16 [rows, in], as the
-// next bf16 products read it. dout is rounded once into dout16 [rows, out] with its column
-// sums added to db, then dW += dout^T inp16 (first, while dout16 is in cache), then
-// dinp16 = dout W. dout null: dout16 already holds the rounded gradient and db its sums
-// (layernorm_backward's RoundedGrad).
-void linear_backward_bf16_input(uint16_t* dinp16, float* dW, float* db, const float* dout,
-                                const uint16_t* inp16, const LinearDims& d, const TrainWeight& Wt,
-                                uint16_t* dout16);
 
-// LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward.
-// out.h (or null): out.f rounded to bf16 as well, in the same pass (a bf16 product's input).
-void layernorm_forward(Act out, float* mean, float* rstd, const float* inp, const float* w,
-                       const float* b, int64_t rows, int64_t C, float eps);
+// LayerNorm over the last axis. inp/out [rows, C]; mean/rstd [rows] cached for backward (or
+// null). operand: the output as the next products read it (a planned buffer of its own
+// dtype): bf16, written rounded in the same pass; f32 (out itself) or empty, nothing more.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int64_t rows, int64_t C, float eps, Tensor operand = {});
 // The residual sum and the LayerNorm after it in one pass: sum = x + y, then
-// layernorm_forward(out, mean, rstd, sum, ...), each row normalised while its sum is in cache.
-// The same values as the two steps apart.
-void add_layernorm_forward(float* sum, Act out, float* mean, float* rstd, const float* x,
+// layernorm_forward(out, mean, rstd, sum, ..., operand), each row normalised while its sum is
+// in cache. The same values as the two steps apart.
+void add_layernorm_forward(float* sum, float* out, float* mean, float* rstd, const float* x,
                            const float* y, const float* w, const float* b, int64_t rows, int64_t C,
-                           float eps);
+                           float eps, Tensor operand = {});
 // What layernorm_backward may also make of the input gradient dx it writes, in the same pass
 // (bf16 training, where dx is the output gradient of a linear map behind a dropout): g =
 // dropout_backward(dx) (p = 0: g = dx; else the mask of dropout_backward with this seed,
@@ -115,10 +115,9 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         int64_t C, GradInto into = GradInto::add,
                         const RoundedGrad* also = nullptr);
 
-// GELU, exact (erf) form. Arrays of n elements; out may alias inp in forward.
-void gelu_forward(float* out, const float* inp, int64_t n);
-// GELU of bf16 inputs (the FFN's pre-activation kept in bf16), written rounded to bf16.
-void gelu_forward_bf16(uint16_t* out16, const uint16_t* inp16, int64_t n);
+// GELU, exact (erf) form, of n elements; out may alias inp. f32 to f32, or bf16 to bf16 (the
+// FFN's pre-activation kept in bf16: exact per bf16 value, from a table, written rounded).
+void gelu_forward(Tensor out, TensorIn inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
 void gelu_backward_inplace(float* d, const float* inp, int64_t n);

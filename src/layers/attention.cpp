@@ -130,9 +130,8 @@ BatchLayout dense_layout(int64_t cols) { return {0, 0, cols}; }
 // Q [N, Dh] and K [Lk, Dh] dense bf16.
 void tile_probs(float* P, const uint16_t* Q, const uint16_t* K, const float* key_mask,
                 const AttnDims& d, int64_t b, float scale) {
-  gemm_batched(ComputeType::bf16, 1, 1, false, true, d.N, d.Lk, d.Dh, 1.f, ActIn(nullptr, Q),
-               dense_layout(d.Dh), ActIn(nullptr, K), dense_layout(d.Dh), 0.f, P,
-               dense_layout(d.Lk));
+  gemm_batched(ComputeType::bf16, 1, 1, false, true, d.N, d.Lk, d.Dh, 1.f, Q, dense_layout(d.Dh), K,
+               dense_layout(d.Dh), 0.f, P, dense_layout(d.Lk));
   softmax_tile(P, d, b, scale, key_mask);
 }
 
@@ -152,8 +151,10 @@ bool attention_keeps_probs(const AttnDims& d, ComputeType t) {
   return !(t == ComputeType::bf16 && even && gemm_runs_bf16(t, d.N, d.Lk, d.Dh));
 }
 
-void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysValues& kv,
-                             const AttnDims& d, const AttnRun& r) {
+void attention_forward_tiles(Tensor ctx, TensorIn q, const KeysValues& kv, const AttnDims& d,
+                             const AttnRun& r) {
+  uint16_t* ctx16 = ctx.bf16();
+  const uint16_t* q16 = q.bf16();
   const float *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
@@ -181,9 +182,9 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysVal
       dropout_round(P16, P, nullptr, N * Lk, p_drop, seed,
                     rng_stream(stream, (first_b + b) * d.H + h));
       // ctx = P16 V, densely in bf16, then into the head's columns.
-      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, ActIn(nullptr, P16),
-                   dense_layout(Lk), ActIn(nullptr, gather_head(tb.v, v16 + ko, Lk, Dh, D)),
-                   dense_layout(Dh), 0.f, Act(nullptr, C16), dense_layout(Dh));
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, P16, dense_layout(Lk),
+                   gather_head(tb.v, v16 + ko, Lk, Dh, D), dense_layout(Dh), 0.f, C16,
+                   dense_layout(Dh));
       place_head(ctx16 + qo, C16, N, Dh, D, false);
     }
   });
@@ -192,21 +193,23 @@ void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysVal
 namespace {
 
 // Backward of attention_forward_tiles: each tile's probabilities recomputed on its core.
-void attention_backward_tiles(const AttnGrads& g, ActIn dctx_in, ActIn q_in, const KeysValues& kv,
-                              const AttnDims& d, const AttnRun& r) {
-  float *dq = g.dq, *dkk = g.dkk, *dvv = g.dvv;
-  const float *dctx = dctx_in.f, *q = q_in.f, *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
-  const uint16_t *q16 = q_in.h, *dctx16 = dctx_in.h;
+void attention_backward_tiles(const AttnGrads& g, TensorIn dctx_in, TensorIn q_in,
+                              const KeysValues& kv, const AttnDims& d, const AttnRun& r) {
+  float *dq = g.dq.f32(), *dkk = g.dkk, *dvv = g.dvv;
+  const float *dctx = dctx_in.f32(), *q = q_in.f32(), *kk = kv.k, *vv = kv.v;
+  const float* key_mask = kv.key_mask;
+  const uint16_t *q16 = q_in.bf16(), *dctx16 = dctx_in.bf16();
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
   float* scratch = r.scratch;
   const int64_t first_b = r.first_b;
   const GradInto into = g.into;
-  const RoundedQueryGrad* rq = g.rounded_dq;
+  uint16_t* dq16 = g.dq.bf16();  // the query gradient written rounded, its sums into dq_bias
+  const bool rq = dq16 != nullptr;
   const int64_t N = d.N, Lk = d.Lk, Dh = d.Dh, D = d.D, tile = N * Lk;
   const bool add = into == GradInto::add;
   LF_CHECK(!rq || !add, "attention_backward: a rounded query gradient is written, not added");
-  // rq: each thread's column sums of the query gradient, added to rq->db in thread order
+  // rq: each thread's column sums of the query gradient, added to g.dq_bias in thread order
   // (the region captures the pointer: each of its threads has its own thread_local).
   const int threads = num_threads();
   thread_local Buffer<float> colsums;
@@ -236,50 +239,48 @@ void attention_backward_tiles(const AttnGrads& g, ActIn dctx_in, ActIn q_in, con
       tile_probs(P, Q, K, key_mask, d, b, scale);
       // dP = dctx V^T; then forward's bf16 probabilities after dropout and dP through the
       // dropout, under one draw of the mask.
-      gemm_batched(ComputeType::bf16, 1, 1, false, true, N, Lk, Dh, 1.f, ActIn(nullptr, G), dh,
-                   ActIn(nullptr, V), dh, 0.f, dP, dt);
+      gemm_batched(ComputeType::bf16, 1, 1, false, true, N, Lk, Dh, 1.f, G, dh, V, dh, 0.f, dP, dt);
       dropout_round(P16, P, dP, tile, p_drop, seed, st);
       // dV = P16^T dctx
-      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, ActIn(nullptr, P16), dt,
-                   ActIn(nullptr, G), dh, 0.f, out, dh);
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, P16, dt, G, dh, 0.f, out,
+                   dh);
       place_head(dvv + ko, out, Lk, Dh, D, add);
       // The score gradients, rounded.
       softmax_backward(dP, P, dP, N, Lk, scale, false);
       uint16_t* dS16 = P16;
       vm::to_bf16_n(dS16, dP, tile);
       // dQ = dS K, dK = dS^T Q
-      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, ActIn(nullptr, dS16), dt,
-                   ActIn(nullptr, K), dh, 0.f, out, dh);
+      gemm_batched(ComputeType::bf16, 1, 1, false, false, N, Dh, Lk, 1.f, dS16, dt, K, dh, 0.f, out,
+                   dh);
       if (rq) {
         float* cs = part + thread_id() * D + h * Dh;
         for (int64_t r = 0; r < N; ++r)
-          vm::round_and_sum_row(rq->dq16 + qo + r * D, cs, out + r * Dh, Dh);
+          vm::round_and_sum_row(dq16 + qo + r * D, cs, out + r * Dh, Dh);
       } else {
         place_head(dq + qo, out, N, Dh, D, add);
       }
-      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, ActIn(nullptr, dS16), dt,
-                   ActIn(nullptr, Q), dh, 0.f, out, dh);
+      gemm_batched(ComputeType::bf16, 1, 1, true, false, Lk, Dh, N, 1.f, dS16, dt, Q, dh, 0.f, out,
+                   dh);
       place_head(dkk + ko, out, Lk, Dh, D, add);
     }
   });
-  if (rq && rq->db)
+  if (rq && g.dq_bias)
     for (int t = 0; t < threads; ++t)
-      for (int64_t c = 0; c < D; ++c) rq->db[c] += part[t * D + c];
+      for (int64_t c = 0; c < D; ++c) g.dq_bias[c] += part[t * D + c];
 }
 
 // Training forward: scores, softmax and weighted values of a block of heads at a time, the
 // products batched over the block.
-void attention_forward_batched(float* ctx, float* probs, const float* q, const float* kk,
+void attention_forward_batched(Tensor ctx, float* probs, TensorIn q, const float* kk,
                                const float* vv, const float* key_mask, const AttnDims& d,
                                float scale, float p_drop, uint64_t seed, uint64_t stream,
-                               float* scratch, ComputeType prec, int64_t first_b, uint16_t* probs16,
-                               const uint16_t* q16, uint16_t* ctx16) {
+                               float* scratch, ComputeType prec, int64_t first_b,
+                               uint16_t* probs16) {
   const int64_t tile = d.N * d.Lk;
   for_each_block(d, [&](const HeadBlock& k) {
     const int64_t qo = k.b0 * d.N * d.D + k.h0 * d.Dh, ko = k.b0 * d.Lk * d.D + k.h0 * d.Dh;
     float* P = probs + (k.b0 * d.H + k.h0) * tile;
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f,
-                 ActIn(q ? q + qo : nullptr, q16 ? q16 + qo : nullptr), rows_layout(d, d.N),
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, q.at(qo), rows_layout(d, d.N),
                  kk + ko, rows_layout(d, d.Lk), 0.f, P, probs_layout(d));
     const bool drop = p_drop > 0.f;
     // bf16: the tile that multiplies V rounded while it is in cache, kept for backward.
@@ -298,34 +299,30 @@ void attention_forward_batched(float* ctx, float* probs, const float* q, const f
     });
     if (P16) {
       gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f,
-                   ActIn(P, P16 + (k.b0 * d.H + k.h0) * tile), probs_layout(d), vv + ko,
-                   rows_layout(d, d.Lk), 0.f,
-                   Act(ctx ? ctx + qo : nullptr, ctx16 ? ctx16 + qo : nullptr),
-                   rows_layout(d, d.N));
+                   P16 + (k.b0 * d.H + k.h0) * tile, probs_layout(d), vv + ko, rows_layout(d, d.Lk),
+                   0.f, ctx.at(qo), rows_layout(d, d.N));
       return;
     }
     gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, drop ? scratch : P,
                  drop ? block_layout(d, k) : probs_layout(d), vv + ko, rows_layout(d, d.Lk), 0.f,
-                 Act(ctx ? ctx + qo : nullptr, ctx16 ? ctx16 + qo : nullptr), rows_layout(d, d.N));
+                 ctx.at(qo), rows_layout(d, d.N));
   });
 }
 
 }  // namespace
 
-void attention_forward(Act ctx_out, Act probs_out, ActIn q_in, const KeysValues& kv,
+void attention_forward(Tensor ctx_out, const AttnKept& kept, TensorIn q_in, const KeysValues& kv,
                        const AttnDims& d, const AttnRun& r) {
-  float *ctx = ctx_out.f, *probs = probs_out.f;
-  uint16_t *ctx16 = ctx_out.h, *probs16 = probs_out.h;
-  const float *q = q_in.f, *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
-  const uint16_t* q16 = q_in.h;
+  float *ctx = ctx_out.f32(), *probs = kept.probs;
+  const float *q = q_in.f32(), *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
   float* scratch = r.scratch;
   const ComputeType prec = r.t;
   const int64_t first_b = r.first_b;
   check(d, "attention_forward");
-  LF_DCHECK((ctx || (ctx16 && probs)) && (q || (q16 && probs)) && kk && vv,
-            "attention_forward: null context, query, key or value");
+  LF_DCHECK(ctx_out && q_in && kk && vv && (probs || (ctx && q)),
+            "attention_forward: null context, query, key or value (inference: f32)");
   LF_DCHECK((probs || scratch) && (p_drop == 0.f || scratch),
             "attention_forward: needs probs or scratch, and scratch for dropout");
   LF_DCHECK(kv.layout == KVLayout::token_major,
@@ -333,8 +330,8 @@ void attention_forward(Act ctx_out, Act probs_out, ActIn q_in, const KeysValues&
             "read head-major ones)");
   PhaseScope ps(Phase::attention);
   if (probs) {
-    attention_forward_batched(ctx, probs, q, kk, vv, key_mask, d, scale, p_drop, seed, stream,
-                              scratch, prec, first_b, probs16, q16, ctx16);
+    attention_forward_batched(ctx_out, probs, q_in, kk, vv, key_mask, d, scale, p_drop, seed,
+                              stream, scratch, prec, first_b, kept.pv.bf16());
     return;
   }
   // Inference: one (sequence, head) at a time per thread, its scores in the thread's scratch.
@@ -358,11 +355,11 @@ void attention_forward(Act ctx_out, Act probs_out, ActIn q_in, const KeysValues&
   });
 }
 
-void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn q_in,
+void attention_backward(const AttnGrads& g, TensorIn dctx_in, const AttnKept& kept, TensorIn q_in,
                         const KeysValues& kv, const AttnDims& d, const AttnRun& r) {
-  float *dq = g.dq, *dkk = g.dkk, *dvv = g.dvv;
-  const float *dctx = dctx_in.f, *probs = probs_in.f, *q = q_in.f, *kk = kv.k, *vv = kv.v;
-  const uint16_t *dctx16 = dctx_in.h, *probs16 = probs_in.h, *q16 = q_in.h;
+  float *dq = g.dq.f32(), *dkk = g.dkk, *dvv = g.dvv;
+  const float *dctx = dctx_in.f32(), *probs = kept.probs, *kk = kv.k, *vv = kv.v;
+  const uint16_t *dctx16 = dctx_in.bf16(), *probs16 = kept.pv.bf16();
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
   float* scratch = r.scratch;
@@ -370,7 +367,7 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
   const int64_t first_b = r.first_b;
   const GradInto into = g.into;
   check(d, "attention_backward");
-  LF_DCHECK(dq && dkk && dvv && (dctx || dctx16) && (q || q16) && kk && vv && scratch,
+  LF_DCHECK(g.dq && dkk && dvv && dctx_in && q_in && kk && vv && scratch,
             "attention_backward: null pointer");
   PhaseScope ps(Phase::attention);
   if (!probs) {
@@ -379,7 +376,7 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
     attention_backward_tiles(g, dctx_in, q_in, kv, d, r);
     return;
   }
-  LF_CHECK(!g.rounded_dq, "attention_backward: a rounded query gradient needs the tiled path");
+  LF_CHECK(dq, "attention_backward: a rounded query gradient needs the tiled path");
   const int64_t tile = d.N * d.Lk;
   const float beta = into == GradInto::add ? 1.f : 0.f;
   const bool drop = p_drop > 0.f;
@@ -410,11 +407,12 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
     const uint16_t* dctx16_b =
         dctx16 ? dctx16 + qo
                : (bf16 ? round_batch_bf16(dctx_buf, k.nb, k.nh, d.N, d.Dh, q_l, dctx_b) : nullptr);
-    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, ActIn(dctx_b, dctx16_b), q_l,
-                 vv + ko, k_l, 0.f, dP, blk);
+    const TensorIn G = dctx16_b ? TensorIn(dctx16_b) : TensorIn(dctx_b);
+    gemm_batched(prec, k.nb, k.nh, false, true, d.N, d.Lk, d.Dh, 1.f, G, q_l, vv + ko, k_l, 0.f, dP,
+                 blk);
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f,
-                 ActIn(drop && !P16 ? Pd : P, P16), drop && !P16 ? blk : probs_layout(d),
-                 ActIn(dctx_b, dctx16_b), q_l, beta, dvv + ko, k_l);
+                 P16 ? TensorIn(P16) : TensorIn(drop ? Pd : P),
+                 drop && !P16 ? blk : probs_layout(d), G, q_l, beta, dvv + ko, k_l);
     // In bf16 the score gradients are rounded tile by tile right after softmax's backward,
     // while each tile is in cache (the block is dense: tile i at i * tile, as in dP).
     uint16_t* dp16 = bf16 ? dp_buf.grow(k.nb * k.nh * tile) : nullptr;
@@ -427,10 +425,11 @@ void attention_backward(const AttnGrads& g, ActIn dctx_in, ActIn probs_in, ActIn
         if (dp16) vm::to_bf16_n(dp16 + i * tile, g, tile);
       }
     });
-    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, ActIn(dP, dp16), blk,
-                 kk + ko, k_l, beta, dq + qo, q_l);
-    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, ActIn(dP, dp16), blk,
-                 ActIn(q ? q + qo : nullptr, q16 ? q16 + qo : nullptr), q_l, beta, dkk + ko, k_l);
+    const TensorIn dS = dp16 ? TensorIn(dp16) : TensorIn(dP);
+    gemm_batched(prec, k.nb, k.nh, false, false, d.N, d.Dh, d.Lk, 1.f, dS, blk, kk + ko, k_l, beta,
+                 dq + qo, q_l);
+    gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dS, blk, q_in.at(qo), q_l,
+                 beta, dkk + ko, k_l);
   });
 }
 

@@ -51,46 +51,49 @@ struct AttnRun {
   ComputeType t = ComputeType::f32;
 };
 
-// ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh. q, ctx [B,N,D].
-// probs.f [B,H,N,Lk] keeps the softmax output for backward (training: the products run batched
-// over blocks of heads, gemm_batched), or is null (inference: one head at a time per thread,
-// its scores in the thread's part of scratch). bf16 training: probs.h (or null) receives the
-// probabilities that multiply V (after dropout), in bf16, written in the softmax pass when the
-// products run in bf16, for backward's dV product; q.h (or null) holds the queries in bf16 (q.f
-// may then be null: the products read q.h, one that runs in f32 widens it); ctx.h (with probs,
-// or null) receives the context in bf16 instead of ctx.f, which may then be null (the output
-// map reads it so).
-void attention_forward(Act ctx, Act probs, ActIn q, const KeysValues& kv, const AttnDims& d,
-                       const AttnRun& r);
+// What training's softmax attention keeps for backward, two buffers with two roles: the
+// probabilities P [B,H,N,Lk] in f32 (softmax's backward reads them), and, in bf16 training,
+// the probabilities that multiply V, after dropout, in bf16 [B,H,N,Lk] (pv: written in the
+// softmax pass when that product runs in bf16, for backward's dV product; empty otherwise).
+// probs null: nothing kept (inference: one head at a time per thread, its scores in the
+// thread's part of scratch).
+struct AttnKept {
+  float* probs = nullptr;
+  Tensor pv;
+};
+
+// ctx[b, :, h] = Dropout(softmax(scale * q_bh kk_bh^T + mask)) vv_bh. q, ctx [B,N,D], each f32
+// or bf16 (bf16 training keeps the queries and the context in bf16 only when the maps beside
+// them run in bf16; a product too small for bf16 widens them). Training (kept.probs) runs the
+// products batched over blocks of heads (gemm_batched).
+void attention_forward(Tensor ctx, const AttnKept& kept, TensorIn q, const KeysValues& kv,
+                       const AttnDims& d, const AttnRun& r);
 
 // The gradients attention_backward writes: accumulated into dq, dkk, dvv (written over them
-// with GradInto::overwrite). rounded_dq (or null): the tiled backward's query gradient (probs
-// null, GradInto::overwrite) written rounded to bf16 into rounded_dq->dq16 [R,D] instead of dq,
-// its column sums added to rounded_dq->db (the query map's bias gradient), as the query map's
-// bf16 gradient products take it (linear_backward's pre_rounded).
-struct RoundedQueryGrad {
-  uint16_t* dq16 = nullptr;
-  float* db = nullptr;
-};
+// with GradInto::overwrite). dq f32, or bf16 (the tiled backward's only: kept.probs null,
+// GradInto::overwrite): written rounded, its column sums added to dq_bias (the query map's
+// bias gradient), as the query map's bf16 gradient products take it (linear_backward's
+// pre-rounded output gradient).
 struct AttnGrads {
-  float *dq = nullptr, *dkk = nullptr, *dvv = nullptr;
+  Tensor dq;
+  float *dkk = nullptr, *dvv = nullptr;
   GradInto into = GradInto::add;
-  const RoundedQueryGrad* rounded_dq = nullptr;
+  float* dq_bias = nullptr;
 };
-// From the context gradient dctx [R,D] (dctx.f, or dctx.h alone: the output map's backward
-// wrote it in bf16 only) to g. probs as forward kept them (probs.f, and probs.h in bf16
-// training); probs.f null (bf16 training only): recomputed as attention_forward_tiles computed
-// them, with kv.key_mask as forward had it. q as in forward.
-void attention_backward(const AttnGrads& g, ActIn dctx, ActIn probs, ActIn q, const KeysValues& kv,
-                        const AttnDims& d, const AttnRun& r);
+// From the context gradient dctx [R,D] (f32, or bf16: the output map's backward wrote it in
+// bf16 only) to g. kept as forward kept it; kept.probs null (bf16 training only): recomputed
+// as attention_forward_tiles computed them, with kv.key_mask as forward had it. q as in
+// forward.
+void attention_backward(const AttnGrads& g, TensorIn dctx, const AttnKept& kept, TensorIn q,
+                        const KeysValues& kv, const AttnDims& d, const AttnRun& r);
 
 // bf16 training without kept probabilities (when !attention_keeps_probs(d, bf16)): each
 // thread takes one (sequence, head) tile at a time and computes it whole on its core: scores,
 // softmax, dropout and P V, the tile's N x Lk scores never leaving the core's cache for
 // memory; attention_backward with probs null recomputes them the same way, then the
-// gradients, tile by tile. The queries and the context in bf16 only.
-void attention_forward_tiles(uint16_t* ctx16, const uint16_t* q16, const KeysValues& kv,
-                             const AttnDims& d, const AttnRun& r);
+// gradients, tile by tile. The queries and the context in bf16.
+void attention_forward_tiles(Tensor ctx, TensorIn q, const KeysValues& kv, const AttnDims& d,
+                             const AttnRun& r);
 // Whether training keeps attention's probabilities [B,H,N,Lk] for backward (f32, and bf16
 // batches too small for a bf16 product per tile or with too few tiles to share evenly among
 // the threads) or recomputes them (attention_forward_tiles).
@@ -146,16 +149,15 @@ struct SeqProjDims {
 
 // out_b = E diag(m_b) x_b for every batch element; em[b*K + j] = sum_t E[j,t] m_b[t] (may be
 // null). Ebm [B,K,N] receives E diag(m_b) when mask is non-null (needed by backward).
-// x.h (or null): x already rounded to bfloat16, same layout, read instead of rounding x.f
-// again when the product runs in bf16 (training keeps the layer input so).
-void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActIn x,
+// x in f32: a product that runs in bf16 rounds it.
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
                          const float* mask, const SeqProjDims& dims,
                          ComputeType t = ComputeType::f32);
 // dx_b += (E diag(m_b))^T dout_b; dE[:, :N] += sum_b (dout_b x_b^T + dem_b 1^T) diag(m_b).
 // dout [B,K,C] (stride ldo), dx like x. dE / dem / dx may be null. scratch: B*K*N floats.
 // x as in seq_project_forward.
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
-                          const float* Ebm, const float* E, ActIn x, const float* mask,
+                          const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch,
                           ComputeType t = ComputeType::f32);
 // Inference form of seq_project_forward: the same out and em, without the [B,K,N] Ebm

@@ -55,37 +55,38 @@ void AttentionPath::plan_attention(Carver& c, LayerAct& A, const Config& cfg,
   if (s.q_bf16_only && !attention_keeps_probs(ad, s.t)) return;
   const int64_t n = s.B * cfg.n_heads * s.N * key_length(s.N, s.K);
   A.probs = c.take<float>(n);
-  if (s.t == ComputeType::bf16) A.probs16 = c.take<uint16_t>(n);
+  if (s.t == ComputeType::bf16) A.probs_v = c.take<uint16_t>(n);
 }
 
 void AttentionPath::attend(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                            const KeysValues& kv, float p_drop) const {
-  // bf16 training: the context written in bf16 only (A.ctx null), as the output map reads it;
-  // without kept probabilities (the planner's choice), tile by tile, backward recomputing them.
+  // The context in the dtype the planner chose (bf16 when the output map reads it so); without
+  // kept probabilities (the planner's choice), tile by tile, backward recomputing them.
   if (c.train && !A.probs) {
-    LF_DCHECK(A.q16 && A.ctx16 && !A.ctx, "attend: tiled attention needs bf16 queries");
-    attention_forward_tiles(A.ctx16, A.q16, kv, c.dims(lp), c.attn_run(l, p_drop));
+    LF_DCHECK(A.q.is(DataType::bf16) && A.ctx.is(DataType::bf16),
+              "attend: tiled attention needs bf16 queries and context");
+    attention_forward_tiles(A.ctx, A.q, kv, c.dims(lp), c.attn_run(l, p_drop));
     return;
   }
-  const Act probs = c.train ? Act{A.probs, A.probs16} : Act{};
-  attention_forward(Act{A.ctx, A.ctx ? nullptr : A.ctx16}, probs, ActIn(A.q, A.q16), kv, c.dims(lp),
-                    c.attn_run(l, p_drop));
+  const AttnKept kept = c.train ? AttnKept{A.probs, A.probs_v} : AttnKept{};
+  attention_forward(A.ctx, kept, A.q, kv, c.dims(lp), c.attn_run(l, p_drop));
 }
 
-ActIn AttentionPath::attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                                     int64_t l, const KeysValues& kv) const {
+TensorIn AttentionPath::attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                                        int64_t l, const KeysValues& kv) const {
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query map
   // Tiled bf16 attention writes the query gradient rounded, with the query bias gradient, into
-  // L.dao16 (free once the output map's products have read it), as the query map's products
+  // L.ao_dy (free once the output map's products have read it), as the query map's products
   // take it.
-  const bool dq_rounded = !A.probs && L.dao16 && linear_backward_runs_bf16(c.precision, map);
-  const RoundedQueryGrad rq{L.dao16, c.grad(lp.q.b)};
-  attention_backward(AttnGrads{L.dq, L.dkk, L.dvv, GradInto::overwrite, dq_rounded ? &rq : nullptr},
-                     ActIn(L.dctx, L.dctx16), ActIn(A.probs, A.probs16), ActIn(A.q, A.q16), kv,
-                     c.dims(lp), c.attn_run(l, c.cfg->attention_dropout));
-  return dq_rounded ? ActIn(nullptr, L.dao16) : ActIn(L.dq);
+  const bool dq_rounded = !A.probs && L.ao_dy && linear_backward_runs_bf16(c.precision, map);
+  const Tensor dq = dq_rounded ? L.ao_dy : Tensor(L.dq);
+  attention_backward(
+      AttnGrads{dq, L.dkk, L.dvv, GradInto::overwrite, dq_rounded ? c.grad(lp.q.b) : nullptr},
+      L.dctx, AttnKept{A.probs, A.probs_v}, A.q, kv, c.dims(lp),
+      c.attn_run(l, c.cfg->attention_dropout));
+  return dq;
 }
 
 // ---- The K and V maps ----
@@ -95,12 +96,11 @@ void KVMaps::take(Carver& c, const Config& cfg, const PathShape& s) {
   v = c.take<float>(s.B * s.N * cfg.d_model);
 }
 
-void KVMaps::forward(const LayerContext& c, const LayerParams& lp, const float* in,
-                     const uint16_t* in16) const {
+void KVMaps::forward(const LayerContext& c, const LayerParams& lp, TensorIn in) const {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_forward(k, ActIn(in, in16), c.weight(lp.k), lp.k.b, kv, c.precision);
-  linear_forward(v, ActIn(in, in16), c.weight(lp.v), lp.v.b, kv, c.precision);
+  linear_forward(k, in, c.weight(lp.k), lp.k.b, kv, c.precision);
+  linear_forward(v, in, c.weight(lp.v), lp.v.b, kv, c.precision);
 }
 
 void KVMaps::infer(const LayerContext& c, const LayerParams& lp, const float* in) const {
@@ -140,14 +140,14 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
   one(v, lp.v.packed, lp.v.b);
 }
 
-void KVMaps::backward(const LayerContext& c, const LayerParams& lp, const float* in,
-                      const uint16_t* in16, float* din, const float* dk, const float* dv) {
+void KVMaps::backward(const LayerContext& c, const LayerParams& lp, TensorIn in, float* din,
+                      const float* dk, const float* dv) {
   const int64_t R = c.B * c.N, D = c.cfg->d_model;
   const LinearDims kv{/*rows=*/R, /*in=*/D, /*out=*/D};
-  linear_backward(LinearGrads{din, c.grad(lp.k.w), c.grad(lp.k.b)}, dk, ActIn(in, in16),
-                  c.weight(lp.k), kv, c.precision);
-  linear_backward(LinearGrads{din, c.grad(lp.v.w), c.grad(lp.v.b)}, dv, ActIn(in, in16),
-                  c.weight(lp.v), kv, c.precision);
+  linear_backward(LinearGrads{din, c.grad(lp.k.w), c.grad(lp.k.b)}, dk, in, c.weight(lp.k), kv,
+                  c.precision);
+  linear_backward(LinearGrads{din, c.grad(lp.v.w), c.grad(lp.v.b)}, dv, in, c.weight(lp.v), kv,
+                  c.precision);
 }
 
 }  // namespace lf

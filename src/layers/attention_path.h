@@ -33,7 +33,7 @@ struct PathShape {
   int64_t B = 0, N = 0, K = 0;
   bool masked = false;  // the batch has padding
   // Training plans: the precision of the products, and whether the layer keeps its queries in
-  // bf16 only (A.q16; the context is then in bf16 only too, A.ctx16).
+  // bf16 only (A.q and A.ctx planned in bf16).
   ComputeType t = ComputeType::f32;
   bool q_bf16_only = false;
 };
@@ -138,15 +138,15 @@ class AttentionPath {
   // probabilities P [B,H,N,Lk], and their bf16 copy, unless bf16 tiles recompute them).
   // Called after plan_train, whose block (A.path) it may extend.
   virtual void plan_attention(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const;
-  // The context A.ctx (or A.ctx16 alone) from the queries A.q (or A.q16) and kv, kept for
+  // The context A.ctx from the queries A.q and kv (each in its planned dtype), kept for
   // backward; p_drop: dropout on the attention weights (layer l's stream).
   virtual void attend(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                       const KeysValues& kv, float p_drop) const;
-  // From d(ctx) (c.lay->dctx, or dctx16 alone) into c.lay->dq, dkk, dvv (written over).
+  // From d(ctx) (c.lay->dctx, in its planned dtype) into c.lay->dq, dkk, dvv (written over).
   // Returns the query gradient the query map's backward reads: dq, or (bf16 tiles) the
-  // rounded copy in c.lay->dao16, its bias gradient already added.
-  virtual ActIn attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                                int64_t l, const KeysValues& kv) const;
+  // rounded copy in c.lay->ao_dy, its bias gradient already added.
+  virtual TensorIn attend_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
+                                   int64_t l, const KeysValues& kv) const;
   // Whether the attention weights are a softmax P [B,H,N,Lk] (Model::attention_probs and the
   // spectrum analysis read it); a kind without one says no and they refuse it, naming it.
   virtual bool has_softmax_probs() const { return true; }

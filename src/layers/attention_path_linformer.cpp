@@ -193,12 +193,10 @@ class ProjectInputPath final : public LinformerPath {
     const int64_t B = c.B, K = c.proj_rows(lp), D = c.cfg->d_model;
     const SeqProjDims sd = dims(c, lp);
     LinformerAct& A = block_of<LinformerAct>(L.path);
-    // bf16 training: the products read the layer input as rounded once (L.in16).
-    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), ActIn(in, L.in16), c.mask, sd,
-                        c.precision);
+    // The projections read the layer input in f32 (a product that runs in bf16 rounds it).
+    seq_project_forward(A.xpk, A.emk, A.ebmk, c.proj->E(lp.slot_k), in, c.mask, sd, c.precision);
     if (lp.slot_v != lp.slot_k)
-      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), ActIn(in, L.in16), c.mask, sd,
-                          c.precision);
+      seq_project_forward(A.xpv, A.emv, A.ebmv, c.proj->E(lp.slot_v), in, c.mask, sd, c.precision);
     const LinearDims kv{/*rows=*/B * K, /*in=*/D, /*out=*/D};  // K/V maps on projected rows
     linear_forward(A.kp, A.xpk, c.weight(lp.k), nullptr, kv, c.precision);
     add_scaled_bias(A.kp, A.emk, lp.k.b, B * K, D);
@@ -232,12 +230,12 @@ class ProjectInputPath final : public LinformerPath {
     Projections& P = *c.proj;
     float* grads = c.grad.grads;
     const SeqProjDims sd = dims(c, lp);
-    seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k),
-                         ActIn(in, LA.in16), c.mask, sd, L.proj_scratch, c.precision);
+    seq_project_backward(din, P.dE(lp.slot_k, grads), L.dxpk, L.demk, A.ebmk, P.E(lp.slot_k), in,
+                         c.mask, sd, L.proj_scratch, c.precision);
     P.reduce_grad(lp.slot_k, grads);
     if (!one) {
-      seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v),
-                           ActIn(in, LA.in16), c.mask, sd, L.proj_scratch, c.precision);
+      seq_project_backward(din, P.dE(lp.slot_v, grads), L.dxpv, L.demv, A.ebmv, P.E(lp.slot_v), in,
+                           c.mask, sd, L.proj_scratch, c.precision);
       P.reduce_grad(lp.slot_v, grads);
     }
   }

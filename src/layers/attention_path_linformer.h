@@ -113,22 +113,22 @@ class ReduceKeysPath : public LinformerPath {
     g.dv = c.take<float>(s.B * s.N * cfg.d_model);
   }
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& L,
-                     const float* in) const final {
+                     const float*) const final {
     LinformerAct& A = block_of<LinformerAct>(L.path);
-    A.kv.forward(c, lp, in, L.in16);
+    A.kv.forward(c, lp, L.maps_in);
     reduce(c, lp, A);
     mark_live_rows(c, lp, A);
     return saved(c, L);
   }
 
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
-                float* din, const float* dkk, const float* dvv) const final {
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float*, float* din,
+                const float* dkk, const float* dvv) const final {
     const int64_t R = c.B * c.N, D = c.cfg->d_model;
     const LinformerGrads& g = block_of<LinformerGrads>(c.lay->path);
     std::memset(g.dk, 0, R * D * sizeof(float));
     std::memset(g.dv, 0, R * D * sizeof(float));
     reduce_backward(c, lp, block_of<LinformerAct>(L.path), g.dk, g.dv, dkk, dvv);
-    KVMaps::backward(c, lp, in, L.in16, din, g.dk, g.dv);
+    KVMaps::backward(c, lp, L.maps_in, din, g.dk, g.dv);
   }
 
   void plan_infer(Carver& c, LayerAct& L, Layout&, const Config& cfg,

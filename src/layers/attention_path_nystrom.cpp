@@ -303,21 +303,26 @@ class NystromPath final : public FullKeysPath<NystromAct> {
   }
   void attend(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t, const KeysValues& kv,
               float p_drop) const override {
-    LF_DCHECK(p_drop == 0.f && A.q && A.ctx, "nystrom: f32 queries and context, no dropout");
+    LF_DCHECK(p_drop == 0.f && A.q.f32() && A.ctx.f32(),
+              "nystrom: f32 queries and context, no dropout");
+    const float* q = A.q.f32();
+    float* ctx = A.ctx.f32();
     const NyDims d = dims(*c.cfg, c.B, c.N);
     const NystromWork& w = block_of<NystromWork>(c.lay->path);
     float* keep = block_of<NystromAct>(A.path).keep;
     for_each_head(c, d, [&](int64_t b, int64_t h, const Segments& s) {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       const NyHead t = NyHead::carve(keep + (b * d.H + h) * NyHead::floats(d), d);
-      head_forward(A.ctx + o, A.q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t,
+      head_forward(ctx + o, q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t,
                    w.work + thread_id() * w.per_thread);
     });
   }
-  ActIn attend_backward(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t,
-                        const KeysValues& kv) const override {
+  TensorIn attend_backward(const LayerContext& c, const LayerParams&, LayerAct& A, int64_t,
+                           const KeysValues& kv) const override {
     Layout& L = *c.lay;
-    LF_DCHECK(L.dctx && L.dq, "nystrom: f32 gradients");
+    LF_DCHECK(L.dctx.f32() && L.dq && A.q.f32(), "nystrom: f32 queries and gradients");
+    const float* dctx = L.dctx.f32();
+    const float* q = A.q.f32();
     const NyDims d = dims(*c.cfg, c.B, c.N);
     const NystromWork& w = block_of<NystromWork>(L.path);
     float* keep = block_of<NystromAct>(A.path).keep;
@@ -325,10 +330,10 @@ class NystromPath final : public FullKeysPath<NystromAct> {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       const NyHead t = NyHead::carve(keep + (b * d.H + h) * NyHead::floats(d), d);
       float* pw = w.work + thread_id() * w.per_thread;
-      head_backward(L.dq + o, L.dkk + o, L.dvv + o, L.dctx + o, A.q + o, kv.k + o, kv.v + o, s, d,
-                    t, pw + pinv_floats(d.m), pw);
+      head_backward(L.dq + o, L.dkk + o, L.dvv + o, dctx + o, q + o, kv.k + o, kv.v + o, s, d, t,
+                    pw + pinv_floats(d.m), pw);
     });
-    return ActIn(L.dq);
+    return L.dq;
   }
 
   // ---- inference: whole-batch Q and context, like tiled standard attention ----
@@ -346,7 +351,9 @@ class NystromPath final : public FullKeysPath<NystromAct> {
                          const float** ctx_all) const override {
     const NystromAct& act = block_of<NystromAct>(A.path);
     act.kv.infer(c, lp, in);
-    lp.q.packed.apply(A.q, in, c.B * c.N, lp.q.b, PackedLinear::Epilogue::store, c.N);
+    float* q = A.q.f32();
+    float* ctx = A.ctx.f32();
+    lp.q.packed.apply(q, in, c.B * c.N, lp.q.b, PackedLinear::Epilogue::store, c.N);
     const KeysValues kv = saved(c, A);
     const NyDims d = dims(*c.cfg, c.B, c.N);
     const NystromWork& w = block_of<NystromWork>(c.lay->path);
@@ -354,9 +361,9 @@ class NystromPath final : public FullKeysPath<NystromAct> {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       float* pw = w.work + thread_id() * w.per_thread;
       const NyHead t = NyHead::carve(pw + pinv_floats(d.m), d);
-      head_forward(A.ctx + o, A.q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t, pw);
+      head_forward(ctx + o, q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t, pw);
     });
-    *ctx_all = A.ctx;
+    *ctx_all = ctx;
     return kv;
   }
 

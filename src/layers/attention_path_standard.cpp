@@ -92,8 +92,8 @@ class StandardPath final : public FullKeysPath<StandardAct> {
     r.scale = c.scale();
     r.scratch = c.lay->scratch;
     r.t = c.precision;
-    attention_forward(Act{A.ctx, nullptr}, Act{A.probs, nullptr}, A.q, kv, c.dims(lp), r);
-    *ctx_all = A.ctx;
+    attention_forward(A.ctx, AttnKept{A.probs, {}}, A.q, kv, c.dims(lp), r);
+    *ctx_all = A.ctx.f32();
     return kv;
   }
   void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,

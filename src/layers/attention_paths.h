@@ -14,9 +14,8 @@ const AttentionPath& max_pool_path();
 struct KVMaps {
   float *k = nullptr, *v = nullptr;
   void take(Carver& c, const Config& cfg, const PathShape& s);
-  // in16: in rounded to bfloat16 (bf16 training) or null.
-  void forward(const LayerContext& c, const LayerParams& lp, const float* in,
-               const uint16_t* in16) const;
+  // in: the maps' input as their products read it (LayerAct::maps_in).
+  void forward(const LayerContext& c, const LayerParams& lp, TensorIn in) const;
   void infer(const LayerContext& c, const LayerParams& lp, const float* in) const;
   // The same maps written head-major ([B,H,N,Dh], KVLayout::head_major): each block of up to
   // kStageRows rows goes through stage [kStageRows, D] (stage_floats), then to its heads.
@@ -25,8 +24,8 @@ struct KVMaps {
   void infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
                         float* stage) const;
   // d(in) += dk Wk + dv Wv, with the maps' parameter gradients.
-  static void backward(const LayerContext& c, const LayerParams& lp, const float* in,
-                       const uint16_t* in16, float* din, const float* dk, const float* dv);
+  static void backward(const LayerContext& c, const LayerParams& lp, TensorIn in, float* din,
+                       const float* dk, const float* dv);
 };
 
 // A kind whose keys and values are the K and V maps of every position (standard attention,
@@ -35,17 +34,17 @@ template <class Act>
 class FullKeysPath : public AttentionPath {
  public:
   KeysValues forward(const LayerContext& c, const LayerParams& lp, LayerAct& A,
-                     const float* in) const override {
-    block_of<Act>(A.path).kv.forward(c, lp, in, A.in16);
+                     const float*) const override {
+    block_of<Act>(A.path).kv.forward(c, lp, A.maps_in);
     return saved(c, A);
   }
   KeysValues saved(const LayerContext& c, const LayerAct& A) const override {
     const KVMaps& kv = block_of<Act>(A.path).kv;
     return {kv.k, kv.v, c.mask};
   }
-  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float* in,
-                float* din, const float* dkk, const float* dvv) const override {
-    KVMaps::backward(c, lp, in, A.in16, din, dkk, dvv);
+  void backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, const float*, float* din,
+                const float* dkk, const float* dvv) const override {
+    KVMaps::backward(c, lp, A.maps_in, din, dkk, dvv);
   }
 };
 

@@ -38,38 +38,27 @@ const float* dropout_grad(float* buf, const float* dout, int64_t n, float p, uin
 // Backward of the attention branch: from d(attention output before dropout) `dao` [R,D] into
 // d(attention input) `din` (added to it, or written over it with GradInto::overwrite). dao
 // may alias din: it is read in full (by the output map's backward) before din is written.
-// dao null: L.dao16 already holds it rounded, its column sums added to the output map's bias
-// gradient (bf16 output-map products only).
+// dao f32, or bf16 (L.ao_dy, rounded with the output map's bias gradient summed: post-norm
+// bf16 output-map products). in: the attention input in f32 (x, or ln1 pre-norm).
 void attention_branch_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
-                               const float* in, float* din, const float* dao, GradInto into) {
+                               const float* in, float* din, TensorIn dao, GradInto into) {
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  if (L.dctx16) {  // bf16 training: d(ctx) written in bf16 only, as attention's products read it
-    linear_backward_bf16_input(L.dctx16, c.grad(lp.ao.w), c.grad(lp.ao.b), dao, A.ctx16, map,
-                               c.wt(lp.ao), L.dao16);
-  } else {
-    LF_DCHECK(dao, "attention_branch_backward: a pre-rounded gradient needs bf16 products");
-    linear_backward(LinearGrads{L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), GradInto::overwrite}, dao,
-                    ActIn(A.ctx, A.ctx16), c.weight(lp.ao), map, c.precision);
-  }
+  // d(ctx) in the dtype attention's products read it (L.dctx: bf16 when the maps run in bf16).
+  linear_backward(LinearGrads{L.dctx, c.grad(lp.ao.w), c.grad(lp.ao.b), GradInto::overwrite}, dao,
+                  A.ctx, c.weight(lp.ao), map, c.precision);
   const KeysValues kv = c.path->saved(c, A);
-  const ActIn dq = c.path->attend_backward(c, lp, A, l, kv);
-  linear_backward(LinearGrads{din, c.grad(lp.q.w), c.grad(lp.q.b), into}, dq, ActIn(in, A.in16),
+  const TensorIn dq = c.path->attend_backward(c, lp, A, l, kv);
+  linear_backward(LinearGrads{din, c.grad(lp.q.w), c.grad(lp.q.b), into}, dq, A.maps_in,
                   c.weight(lp.q), map, c.precision);
   c.path->backward(c, lp, A, in, din, L.dkk, L.dvv);
 }
 
-FfnActs ffn_acts(const LayerAct& A) { return {A.h, A.g, A.h16, A.g16}; }
-FfnScratch ffn_scratch(const Layout& L) { return {L.dG, L.dG16, L.dy16}; }
+FfnActs ffn_acts(const LayerAct& A) { return {A.h, A.g}; }
 
 }  // namespace
-
-const uint16_t* LayerContext::round16(uint16_t* buf, const float* x, int64_t rows,
-                                      int64_t cols) const {
-  return buf ? round_bf16(buf, x, rows * cols) : nullptr;
-}
 
 AttnDims LayerContext::dims(const LayerParams& lp) const {
   return AttnDims{/*B=*/B,
@@ -107,13 +96,10 @@ AttnRun LayerContext::attn_run(int64_t layer, float p_drop) const {
   return r;
 }
 
-void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l, ActIn in,
-                   Act out) {
-  const float* x_in = in.f;
-  const uint16_t* x_in16 = in.h;
-  float* x_out = out.f;
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                   const float* x_in, float* x_out, Tensor next_maps_in) {
   c.check(lp, x_in, "layer_forward");
-  LF_DCHECK(x_out, "layer_forward: null output");
+  LF_DCHECK(x_out && A.maps_in, "layer_forward: null output or maps input");
   const Config& cfg = *c.cfg;
   Layout& L = *c.lay;
   const int64_t R = c.B * c.N, D = cfg.d_model;
@@ -122,47 +108,37 @@ void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, in
   const float pa = c.train ? cfg.attention_dropout : 0.f;
   const bool pre = cfg.norm == NormPlacement::pre;
 
-  // The LayerNorms write the bf16 copies of their outputs that bf16 products read (A.in16,
-  // A.ffn_in16, the next layer's in16 as x_out16) in the same pass.
+  // The LayerNorms write the operands the next products read (A.maps_in, A.ffn_x, the next
+  // layer's maps_in) in the same pass, where those are bf16 buffers of their own.
   const float* attn_in = x_in;
-  const uint16_t* in16 = nullptr;
   if (pre) {
-    layernorm_forward(Act(A.ln1, A.in16), A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D,
-                      eps);
+    layernorm_forward(A.ln1, A.mean1, A.rstd1, x_in, lp.ln_attn.w, lp.ln_attn.b, R, D, eps,
+                      A.maps_in);
     attn_in = A.ln1;
-    in16 = A.in16;
-  } else {
-    in16 = x_in16 ? x_in16 : c.round16(A.in16, x_in, R, D);
   }
   const LinearDims map{/*rows=*/R, /*in=*/D, /*out=*/D};  // the query and output maps
-  if (A.q16) {  // bf16 training: the queries written in bf16 only, as the products read them
-    LF_DCHECK(in16 && c.wt(lp.q).forward, "layer_forward: bf16 queries without bf16 operands");
-    c.wt(lp.q).forward->apply_bf16(A.q16, in16, R, lp.q.b);
-  } else {
-    linear_forward(A.q, ActIn(attn_in, in16), c.weight(lp.q), lp.q.b, map, c.precision);
-  }
+  linear_forward(A.q, A.maps_in, c.weight(lp.q), lp.q.b, map, c.precision);
   const KeysValues kv = c.path->forward(c, lp, A, attn_in);
   c.path->attend(c, lp, A, l, kv, pa);
-  linear_forward(L.tmp, ActIn(A.ctx, A.ctx ? c.round16(A.ctx16, A.ctx, R, D) : A.ctx16),
-                 c.weight(lp.ao), lp.ao.b, map, c.precision);
+  linear_forward(L.tmp, A.ctx, c.weight(lp.ao), lp.ao.b, map, c.precision);
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kAttnOut, l), c.first_elem());
   // a = x + attention branch, and the LayerNorm before the FFN, in one pass.
   const float* ffn_base;
   if (!pre) {
-    add_layernorm_forward(A.a, Act(A.ffn_in, A.ffn_in16), A.mean1, A.rstd1, x_in, L.tmp,
-                          lp.ln_attn.w, lp.ln_attn.b, R, D, eps);
+    add_layernorm_forward(A.a, A.ffn_in, A.mean1, A.rstd1, x_in, L.tmp, lp.ln_attn.w, lp.ln_attn.b,
+                          R, D, eps, A.ffn_x);
     ffn_base = A.ffn_in;
   } else {
-    add_layernorm_forward(A.a, Act(A.ffn_in, A.ffn_in16), A.mean2, A.rstd2, x_in, L.tmp,
-                          lp.ln_out.w, lp.ln_out.b, R, D, eps);
+    add_layernorm_forward(A.a, A.ffn_in, A.mean2, A.rstd2, x_in, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
+                          D, eps, A.ffn_x);
     ffn_base = A.a;
   }
   const FeedForward ffn{lp.inter, lp.out, D, cfg.d_ff, c.precision, c.wt};
-  ffn.forward(L.tmp, A.ffn_in, A.ffn_in16, R, ffn_acts(A));
+  ffn.forward(L.tmp, A.ffn_x, R, ffn_acts(A));
   dropout_forward(L.tmp, L.tmp, R * D, p, c.seed, rng_stream(kFfnOut, l), c.first_elem());
   if (!pre) {
-    add_layernorm_forward(A.f, out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b, R,
-                          D, eps);
+    add_layernorm_forward(A.f, x_out, A.mean2, A.rstd2, ffn_base, L.tmp, lp.ln_out.w, lp.ln_out.b,
+                          R, D, eps, next_maps_in);
   } else {
     residual_add(x_out, ffn_base, L.tmp, R * D);
   }
@@ -183,24 +159,27 @@ void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, i
   if (cfg.norm == NormPlacement::post) {
     // bf16 products: each LayerNorm's backward also writes the gradient the next map's
     // products read (after the branch's dropout), rounded, with that map's bias gradient.
-    const RoundedGrad ffn_out{L.dy16, g(lp.out.b), p, c.seed, s_ffn, f0};
-    const RoundedGrad attn_out{L.dao16, g(lp.ao.b), p, c.seed, s_attn, f0};
+    const RoundedGrad ffn_out{L.ffn_dy.bf16(), g(lp.out.b), p, c.seed, s_ffn, f0};
+    const RoundedGrad attn_out{L.ao_dy.bf16(), g(lp.ao.b), p, c.seed, s_attn, f0};
     layernorm_backward(L.d1, g(lp.ln_out.w), g(lp.ln_out.b), L.dres, A.f, lp.ln_out.w, A.mean2,
-                       A.rstd2, R, D, GradInto::overwrite, L.dy16 ? &ffn_out : nullptr);  // d f
+                       A.rstd2, R, D, GradInto::overwrite, L.ffn_dy ? &ffn_out : nullptr);  // d f
     // d ffn_in = d f (the residual path) + the FFN's input gradient, added onto d1 in place
-    // (the FFN reads its output gradient, dy16, or else d1 itself without dropout, before
+    // (the FFN reads its output gradient, ffn_dy, or else d1 itself without dropout, before
     // writing).
-    ffn.backward(L.d1, L.dy16 ? nullptr : dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0),
-                 A.ffn_in, A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::add);
+    ffn.backward(L.d1,
+                 L.ffn_dy ? TensorIn(L.ffn_dy)
+                          : TensorIn(dropout_grad(L.tmp, L.d1, R * D, p, c.seed, s_ffn, f0)),
+                 A.ffn_x, R, ffn_acts(A), L.dG, g, GradInto::add);
     layernorm_backward(L.dres, g(lp.ln_attn.w), g(lp.ln_attn.b), L.d1, A.a, lp.ln_attn.w, A.mean1,
-                       A.rstd1, R, D, GradInto::overwrite, L.dao16 ? &attn_out : nullptr);  // d a
+                       A.rstd1, R, D, GradInto::overwrite, L.ao_dy ? &attn_out : nullptr);  // d a
     attention_branch_backward(
         c, lp, A, l, x_in, L.dres,
-        L.dao16 ? nullptr : dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0),
+        L.ao_dy ? TensorIn(L.ao_dy)
+                : TensorIn(dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_attn, f0)),
         GradInto::add);
   } else {
-    ffn.backward(L.d2, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_in,
-                 A.ffn_in16, R, ffn_acts(A), ffn_scratch(L), g, GradInto::overwrite);
+    ffn.backward(L.d2, dropout_grad(L.tmp, L.dres, R * D, p, c.seed, s_ffn, f0), A.ffn_x, R,
+                 ffn_acts(A), L.dG, g, GradInto::overwrite);
     layernorm_backward(L.dres, g(lp.ln_out.w), g(lp.ln_out.b), L.d2, A.a, lp.ln_out.w, A.mean2,
                        A.rstd2, R, D);
     attention_branch_backward(c, lp, A, l, A.ln1, L.d2,

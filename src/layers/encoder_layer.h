@@ -39,26 +39,33 @@ struct LayerParams {
   int64_t K = 0;                 // projected length
 };
 
-// Activations of one layer. In inference all layers share one set.
+// Activations of one layer. In inference all layers share one set. A product operand is one
+// Tensor in the dtype the planner chose for it (model/planner.cpp): bf16 when every product
+// that reads it runs in bf16 (bf16 training, large enough products), else f32. Where an
+// activation is needed in both forms (f32 for a residual or a LayerNorm, bf16 for products),
+// the bf16 form is a second buffer with its own role, written in the same pass as the f32 one.
 struct LayerAct {
-  float* ln1 = nullptr;     // pre-norm: LN_attn(x) [R,D]
-  float* q = nullptr;       // [R,D]
-  uint16_t* q16 = nullptr;  // bf16 training: the queries [R,D] in bf16 only (q is then null)
+  float* ln1 = nullptr;  // pre-norm: LN_attn(x) [R,D]
+  // The input of the query, key and value maps (x, or ln1 pre-norm) as their products read it
+  // [R,D]: that f32 buffer itself, or, when the maps run in bf16, a bf16 copy written by the
+  // LayerNorm before them (the previous layer's output LayerNorm post-norm; the model rounds
+  // the first layer's). The f32 input stays the residual's and the sequence projections'.
+  Tensor maps_in;
+  Tensor q;                         // [R,D]: f32, or bf16 when the query map runs in bf16
   std::shared_ptr<PathBlock> path;  // the attention kind's own buffers (attention_path.h)
   float* probs = nullptr;           // [B,H,N,Lk] (training; materialized inference)
-  uint16_t* probs16 = nullptr;      // bf16 training: the probabilities that multiply V, in bf16
-  float* ctx = nullptr;             // [R,D] (null when the output map's products run in bf16:
-                                    // attention then writes ctx16 only)
-  float* a = nullptr;               // x + attention branch [R,D]
+  // bf16 training: the probabilities that multiply V, after dropout, in bf16 [B,H,N,Lk]
+  // (AttnKept::pv).
+  Tensor probs_v;
+  Tensor ctx;          // [R,D]: f32, or bf16 when the output map runs in bf16 (as q)
+  float* a = nullptr;  // x + attention branch [R,D]
   float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;  // [R]
   float* ffn_in = nullptr;                                                       // [R,D]
-  float *h = nullptr, *g = nullptr;  // pre/post GELU [R,F] (f32 FFN products)
-  float* f = nullptr;                // post-norm: ffn_in + FFN branch [R,D]
-  // bf16 training: the inputs of the query, output and FFN maps rounded to bfloat16 in
-  // forward, reused by backward's weight-gradient products (null otherwise).
-  uint16_t *in16 = nullptr, *ctx16 = nullptr, *ffn_in16 = nullptr;
-  // pre/post GELU [R,F] in bf16, instead of h and g, when the FFN's products run in bf16.
-  uint16_t *h16 = nullptr, *g16 = nullptr;
+  // The FFN's input as its first product reads it: ffn_in itself, or a bf16 copy written by
+  // the LayerNorm before it when the FFN's products run in bf16.
+  Tensor ffn_x;
+  Tensor h, g;         // pre/post GELU [R,F]: f32, or bf16 when the FFN's products run in bf16
+  float* f = nullptr;  // post-norm: ffn_in + FFN branch [R,D]
 };
 
 // Where every activation lives for one (B, N, train) shape: carved from the arena by the
@@ -72,15 +79,17 @@ struct Layout {
   float* scratch = nullptr;  // per-thread attention tiles
   float* tmp = nullptr;      // [R,D]
   // Backward buffers.
-  float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dctx = nullptr,
-        *dq = nullptr, *dkk = nullptr, *dvv = nullptr, *dG = nullptr;
+  float *dhid = nullptr, *dres = nullptr, *d1 = nullptr, *d2 = nullptr, *dq = nullptr,
+        *dkk = nullptr, *dvv = nullptr;
+  Tensor dctx;                      // [R,D]: f32, or bf16 when the output map runs in bf16
+  Tensor dG;                        // the FFN's hidden gradient [R,F]: f32, or bf16 as h and g
   std::shared_ptr<PathBlock> path;  // the attention kind's backward buffers
-  // bf16 FFN products: the FFN's hidden gradient [R,F] and output gradient [R,D], rounded
-  // (dG is null then).
-  uint16_t *dG16 = nullptr, *dy16 = nullptr;
-  // bf16 output-map products: the context gradient [R,D] in bf16 only (dctx is null then), and
-  // the output map's rounded output gradient [R,D].
-  uint16_t *dctx16 = nullptr, *dao16 = nullptr;
+  // bf16 products only (empty otherwise), each a gradient rounded by the pass that makes it,
+  // with its column sums added to the bias gradient of the map that reads it (RoundedGrad):
+  // the FFN's output gradient [R,D] (post-norm only: from the output LayerNorm's backward), and
+  // the output map's [R,D] (post-norm: from the attention LayerNorm's backward), whose buffer
+  // then takes the query gradient rounded by tiled attention (attend_backward).
+  Tensor ffn_dy, ao_dy;
   // Inference: per-thread row-block workspace (see layer_forward_infer).
   float* work = nullptr;
   int64_t work_floats = 0;  // per thread
@@ -107,7 +116,7 @@ struct TrainWeights {
   }
   // A linear map's weight in every form there is.
   TrainWeight operator()(const Linear& l) const {
-    return packed ? TrainWeight((*this)(l.w), &l.train_fwd, &l.train_bwd) : TrainWeight();
+    return packed ? TrainWeight{(*this)(l.w), &l.train_fwd, &l.train_bwd} : TrainWeight();
   }
 };
 
@@ -139,8 +148,6 @@ struct LayerContext {
   AttnDims dims(const LayerParams& lp) const;
   // The projected rows this batch forms of the layer's K (AttentionPath::formed_rows).
   int64_t proj_rows(const LayerParams& lp) const;
-  // Rounds x [n] into buf and returns buf; null (nothing done) when buf is null.
-  const uint16_t* round16(uint16_t* buf, const float* x, int64_t rows, int64_t cols) const;
   float scale() const;  // 1 / sqrt(d_head)
   // How layer `layer`'s attention runs: its scale, dropout p_drop with the layer's stream, the
   // pass's scratch and precision.
@@ -154,10 +161,10 @@ struct LayerContext {
 };
 
 // Training (or train-layout) forward of layer l: x_out from x_in, activations kept in A.
-// bf16 training, post-norm: x_in.h is x_in already rounded to bf16 (or null: rounded here into
-// A.in16), and x_out.h (or null) receives x_out rounded, from the output LayerNorm's pass.
-void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l, ActIn x_in,
-                   Act x_out);
+// Post-norm, A.maps_in holds x_in in its form on entry, and next_maps_in (the next layer's
+// maps_in, or empty) receives x_out in its form from the output LayerNorm's pass.
+void layer_forward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
+                   const float* x_in, float* x_out, Tensor next_maps_in);
 // Backward of layer l: c.lay->dres holds d(x_out) on entry and d(x_in) on exit.
 void layer_backward(const LayerContext& c, const LayerParams& lp, LayerAct& A, int64_t l,
                     const float* x_in);

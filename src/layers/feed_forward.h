@@ -8,18 +8,11 @@
 namespace lf {
 
 // The activations training keeps for backward, [R,F] each: h = x W1^T + b1 and g = GELU(h).
-// In f32 (h, g), or, in bf16 training when every FFN product runs in bf16 (all four share
-// one size, so gemm_runs_bf16(t, R, D, F) decides for all), in bf16 only (h16, g16): the
-// products then write and read bf16 as PyTorch's autocast does, and GELU reads and writes
-// half the bytes.
+// f32, or, in bf16 training when every FFN product runs in bf16 (all four share one size, so
+// gemm_runs_bf16(t, R, D, F) decides for all), bf16 only: the products then write and read
+// bf16 as PyTorch's autocast does, and GELU reads and writes half the bytes.
 struct FfnActs {
-  float *h = nullptr, *g = nullptr;
-  uint16_t *h16 = nullptr, *g16 = nullptr;
-};
-// Backward scratch: dG [R,F] (f32 path), or dG16 [R,F] and dy16 [R,D] (bf16 path).
-struct FfnScratch {
-  float* dG = nullptr;
-  uint16_t *dG16 = nullptr, *dy16 = nullptr;
+  Tensor h, g;
 };
 
 struct FeedForward {
@@ -29,17 +22,16 @@ struct FeedForward {
   ComputeType t = ComputeType::f32;  // precision of the training products
   TrainWeights wt = {};              // and the weights' forms for training's products
 
-  // Training: y [R,D] from x [R,D], keeping a (its bf16 forms when a.h16 is set; x16 is then
-  // x rounded to bfloat16).
-  void forward(float* y, const float* x, const uint16_t* x16, int64_t R, const FfnActs& a) const;
+  // Training: y [R,D] from x [R,D] (in the dtype of the first product: bf16 with bf16
+  // activations), keeping a.
+  void forward(float* y, TensorIn x, int64_t R, const FfnActs& a) const;
   // dx += d(x) from dy [R,D] (dx = d(x) with GradInto::overwrite); parameter gradients
-  // through grad. x, x16, a: as in forward. dy may alias dx: it is read in full before dx is
-  // written. dy may be null when the products run in bf16 (a.h16) and s.dy16 already holds
-  // it rounded, its column sums added to out's bias gradient (layernorm_backward's
-  // RoundedGrad).
-  void backward(float* dx, const float* dy, const float* x, const uint16_t* x16, int64_t R,
-                const FfnActs& a, const FfnScratch& s, const GradMap& grad,
-                GradInto into = GradInto::add) const;
+  // through grad. x, a: as in forward. dG [R,F]: scratch for the hidden gradient, in a's
+  // dtype. dy f32, or bf16 (with bf16 activations: already rounded, its column sums added to
+  // out's bias gradient, layernorm_backward's RoundedGrad); an f32 dy may alias dx: it is
+  // read in full before dx is written.
+  void backward(float* dx, TensorIn dy, TensorIn x, int64_t R, const FfnActs& a, Tensor dG,
+                const GradMap& grad, GradInto into = GradInto::add) const;
   // Inference on one row block with the packed weights: y = base + FFN(x), fused into the
   // products. hidden: [rows,F] workspace. y may alias base.
   void infer_rows(float* y, const float* base, float* hidden, const float* x, int64_t rows) const;

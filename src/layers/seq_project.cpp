@@ -73,10 +73,8 @@ void seq_project_forward_lowmem(float* out, float* em, const float* E, const flo
   }
 }
 
-void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActIn xs,
+void seq_project_forward(float* out, float* em, float* Ebm, const float* E, const float* x,
                          const float* mask, const SeqProjDims& dims, ComputeType prec) {
-  const float* x = xs.f;
-  const uint16_t* x16 = xs.h;
   check(dims, "seq_project_forward");
   LF_DCHECK(out && E && x && (!mask || Ebm),
             "seq_project_forward: null output, E or input, or no Ebm for a mask");
@@ -108,15 +106,13 @@ void seq_project_forward(float* out, float* em, float* Ebm, const float* E, ActI
       }
     });
   }
-  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, ActIn(x, x16),
-               BatchLayout{N * ldx, 0, ldx}, 0.f, out, BatchLayout{K * ldo, 0, ldo});
+  gemm_batched(prec, B, 1, false, false, K, C, N, 1.f, A, la, x, BatchLayout{N * ldx, 0, ldx}, 0.f,
+               out, BatchLayout{K * ldo, 0, ldo});
 }
 
 void seq_project_backward(float* dx, float* dE, const float* dout, const float* dem,
-                          const float* Ebm, const float* E, ActIn xs, const float* mask,
+                          const float* Ebm, const float* E, const float* x, const float* mask,
                           const SeqProjDims& dims, float* scratch, ComputeType prec) {
-  const float* x = xs.f;
-  const uint16_t* x16 = xs.h;
   check(dims, "seq_project_backward");
   LF_DCHECK(dout && (mask ? Ebm != nullptr : E != nullptr) && (!dE || (x && scratch)),
             "seq_project_backward: null output gradient, E (Ebm with a mask), input or scratch");
@@ -124,15 +120,19 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
   const int64_t B = dims.B, N = dims.N, K = dims.K, C = dims.C;
   const int64_t ldE = dims.ldE, ldx = dims.ldx, ldo = dims.ldo;
   const BatchLayout lout{K * ldo, 0, ldo}, lx{N * ldx, 0, ldx};
-  // dout is an operand of both products: in bf16 it is rounded once.
+  // dout is an operand of both products: in bf16 it is rounded once, and read so by each
+  // product that runs in bf16 (one that runs in f32 reads dout itself).
   thread_local Buffer<uint16_t> dout_buf;
   const uint16_t* dout16 = dx && dE && gemm_batched_runs_bf16(prec, B, 1, N, C, K)
                                ? round_batch_bf16(dout_buf, B, 1, K, C, lout, dout)
                                : nullptr;
+  const auto dout_as = [&](bool bf16, int64_t offset) {
+    return dout16 && bf16 ? TensorIn(dout16 + offset) : TensorIn(dout + offset);
+  };
   if (dx)
     gemm_batched(prec, B, 1, true, false, N, C, K, 1.f, mask ? Ebm : E,
-                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, ActIn(dout, dout16),
-                 lout, 1.f, dx, lx);
+                 mask ? BatchLayout{K * N, 0, N} : BatchLayout{0, 0, ldE}, dout_as(true, 0), lout,
+                 1.f, dx, lx);
   if (!dE) return;
   if (!mask) {
     // dE[:, :N] += sum_b dout_b x_b^T + (sum_b dem_b) 1^T: the products accumulate into one
@@ -140,9 +140,8 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
     // rounded operands when they are dense.)
     for (int64_t b = 0; b < B; ++b)
       gemm(prec, false, true, K, N, C, 1.f,
-           ActIn(dout + b * lout.sb, dout16 && ldo == C ? dout16 + b * lout.sb : nullptr), ldo,
-           ActIn(x + b * lx.sb, x16 && ldx == C ? x16 + b * lx.sb : nullptr), ldx, b ? 1.f : 0.f,
-           scratch, N);
+           dout_as(ldo == C && gemm_runs_bf16(prec, K, N, C), b * lout.sb), ldo, x + b * lx.sb, ldx,
+           b ? 1.f : 0.f, scratch, N);
     parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         float e = 0.f;
@@ -157,8 +156,9 @@ void seq_project_backward(float* dx, float* dE, const float* dout, const float* 
     return;
   }
   // dout_b x_b^T of every sequence into scratch [B,K,N], then summed over the batch.
-  gemm_batched(prec, B, 1, false, true, K, N, C, 1.f, ActIn(dout, dout16), lout, ActIn(x, x16), lx,
-               0.f, scratch, BatchLayout{K * N, 0, N});
+  gemm_batched(prec, B, 1, false, true, K, N, C, 1.f,
+               dout_as(gemm_batched_runs_bf16(prec, B, 1, K, N, C), 0), lout, x, lx, 0.f, scratch,
+               BatchLayout{K * N, 0, N});
   parallel_for(0, K, 4, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       float* g = dE + j * ldE;

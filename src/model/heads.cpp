@@ -66,7 +66,7 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   if (fixed)
     tiled(word_fwd, c.logits, c.t3, lm_bias);
   else
-    linear_forward(c.logits, c.t3, Weight(word, TrainWeight(wt(word), &word_fwd, nullptr)), lm_bias,
+    linear_forward(c.logits, c.t3, Weight(word, TrainWeight{wt(word), &word_fwd, nullptr}), lm_bias,
                    LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   return c;
 }
@@ -146,7 +146,7 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
   float* d2_ = d3 + M * D;
   float* dx = d2_ + M * D;
   linear_backward(LinearGrads{d3, grad_of(word), grad_of(lm_bias), GradInto::overwrite}, dlogits,
-                  c.t3, Weight(word, mlm_train_weights()(word)),
+                  c.t3, Weight(word, TrainWeight{mlm_train_weights()(word)}),
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D, GradInto::overwrite);

@@ -314,10 +314,14 @@ void Model::Impl::forward(const Batch& batch, bool is_train, uint64_t dropout_se
   // Batch-invariant inference: loops over the batch's sequences and heads use every thread
   // even for one sequence, so that their products run as they do for many.
   const FullTeam team(c.invariant);
+  // Post-norm training: the first layer's maps read its input in their planned form (the
+  // other layers' comes from the output LayerNorm before them).
+  if (train && post && acts[0].maps_in.is(DataType::bf16))
+    round_bf16(acts[0].maps_in.bf16(), xs[0], R * D);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    if (train) {  // post-norm: layer l's output LayerNorm rounds layer l + 1's input
-      layer_forward(c, layers[l], acts[l], l, ActIn(xs[l], post && l > 0 ? acts[l].in16 : nullptr),
-                    Act(xs[l + 1], post && l + 1 < cfg.n_layers ? acts[l + 1].in16 : nullptr));
+    if (train) {  // post-norm: layer l's output LayerNorm writes layer l + 1's maps input
+      layer_forward(c, layers[l], acts[l], l, xs[l], xs[l + 1],
+                    post && l + 1 < cfg.n_layers ? acts[l + 1].maps_in : Tensor());
     } else {
       c.precision = infer_products(l);
       layer_forward_infer(c, layers[l], acts[l], xs[l], xs[l + 1]);

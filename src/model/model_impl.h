@@ -121,9 +121,9 @@ struct Model::Impl : Layout {
   bool ffn_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_ff);
   }
-  // Whether training on R rows runs the query and output maps' products in bf16, keeping the
-  // queries and the context gradient in bf16 only (LayerAct::q16, Layout::dctx16); an
-  // attention product too small for bf16 widens them.
+  // Whether training on R rows runs the query and output maps' products in bf16: the planner
+  // then plans the maps' input, the queries, the context and its gradient in bf16 (LayerAct,
+  // Layout); an attention product too small for bf16 widens them.
   bool queries_bf16_only(int64_t R) const {
     return gemm_runs_bf16(train_compute, R, cfg.d_model, cfg.d_model);
   }

@@ -23,6 +23,12 @@ int64_t infer_chunk(int64_t B, int64_t N) {
   return std::max<int64_t>(c, 1);
 }
 
+// A buffer of n elements in the one dtype its products read: bf16 when every product reading it
+// runs in bf16, else f32.
+Tensor take_operand(Carver& c, bool bf16, int64_t n) {
+  return bf16 ? Tensor(c.take<uint16_t>(n)) : Tensor(c.take<float>(n));
+}
+
 int64_t max_k(const std::vector<LayerParams>& layers) {
   int64_t k = 0;
   for (auto& l : layers) k = std::max(k, l.K);
@@ -56,40 +62,36 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   for (int64_t s = 0; s < L; ++s) {
     LayerAct& A = Lo.acts[s];
     const int64_t K = layers[s].K;
+    // One dtype per buffer: bf16 where every product reading it runs in bf16.
+    const bool maps16 = queries_bf16_only(R), ffn16 = ffn_bf16_only(R);
     if (pre) A.ln1 = c.take<float>(R * D);
-    if (queries_bf16_only(R))
-      A.q16 = c.take<uint16_t>(R * D);
-    else
-      A.q = c.take<float>(R * D);
+    A.q = take_operand(c, maps16, R * D);
     PathShape ps{B, N, K, masked};
     ps.t = train_compute;
-    ps.q_bf16_only = queries_bf16_only(R);
+    ps.q_bf16_only = maps16;
     ap.plan_train(c, A, cfg, ps);
     ap.plan_attention(c, A, cfg, ps);  // the softmax probabilities, or the kind's own
     max_tile = std::max(max_tile, ap.key_length(N, K));
-    if (!queries_bf16_only(R)) A.ctx = c.take<float>(R * D);  // else in bf16 only (A.ctx16)
+    if (!maps16) A.ctx = c.take<float>(R * D);  // else in bf16 (below, where it was)
     A.a = c.take<float>(R * D);
     A.mean1 = c.take<float>(R);
     A.rstd1 = c.take<float>(R);
     A.mean2 = c.take<float>(R);
     A.rstd2 = c.take<float>(R);
     A.ffn_in = c.take<float>(R * D);
-    if (ffn_bf16_only(R)) {
-      A.h16 = c.take<uint16_t>(R * F);
-      A.g16 = c.take<uint16_t>(R * F);
-    } else {
-      A.h = c.take<float>(R * F);
-      A.g = c.take<float>(R * F);
-    }
+    A.h = take_operand(c, ffn16, R * F);
+    A.g = take_operand(c, ffn16, R * F);
     if (!pre) A.f = c.take<float>(R * D);
-    if (train_compute == ComputeType::bf16) {
-      A.in16 = c.take<uint16_t>(R * D);
-      A.ctx16 = c.take<uint16_t>(R * D);
-      A.ffn_in16 = c.take<uint16_t>(R * D);
-    }
+    // The maps' input and the FFN's input as their products read them: bf16 buffers of their
+    // own, or the f32 buffers themselves (set below, once the layer inputs are carved).
+    if (maps16) A.maps_in = c.take<uint16_t>(R * D);
+    if (maps16) A.ctx = c.take<uint16_t>(R * D);
+    A.ffn_x = ffn16 ? take_operand(c, true, R * D) : Tensor(A.ffn_in);
   }
   Lo.xs.assign(L + 1, nullptr);
   for (int64_t l = 0; l <= L; ++l) Lo.xs[l] = c.take<float>(R * D);
+  for (int64_t l = 0; l < L; ++l)
+    if (!Lo.acts[l].maps_in) Lo.acts[l].maps_in = pre ? Lo.acts[l].ln1 : Lo.xs[l];
   Lo.emb = c.take<float>(R * D);
   Lo.emb_mean = c.take<float>(R);
   Lo.emb_rstd = c.take<float>(R);
@@ -106,22 +108,16 @@ size_t Model::Impl::carve_train(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.dres = pre ? c.take<float>(R * D) : Lo.dhid;
   Lo.d1 = c.take<float>(R * D);
   Lo.d2 = c.take<float>(R * D);
-  if (queries_bf16_only(R)) {  // the output map's products run in bf16 too (same shape)
-    Lo.dctx16 = c.take<uint16_t>(R * D);
-    Lo.dao16 = c.take<uint16_t>(R * D);
-  } else {
-    Lo.dctx = c.take<float>(R * D);
-  }
+  Lo.dctx = take_operand(c, queries_bf16_only(R), R * D);  // the output map's (same shape)
+  if (queries_bf16_only(R)) Lo.ao_dy = c.take<uint16_t>(R * D);
   Lo.dq = c.take<float>(R * D);
   Lo.dkk = c.take<float>(RKD);
   Lo.dvv = c.take<float>(RKD);
   ap.plan_backward(c, Lo, cfg, PathShape{B, N, maxK, masked});
-  if (ffn_bf16_only(R)) {
-    Lo.dG16 = c.take<uint16_t>(R * F);
-    Lo.dy16 = c.take<uint16_t>(R * D);
-  } else {
-    Lo.dG = c.take<float>(R * F);
-  }
+  Lo.dG = take_operand(c, ffn_bf16_only(R), R * F);
+  // Post-norm only: the output LayerNorm's backward writes it (pre-norm, the FFN's backward
+  // rounds its f32 output gradient itself).
+  if (ffn_bf16_only(R) && !pre) Lo.ffn_dy = c.take<uint16_t>(R * D);
   out = std::move(Lo);
   return c.bytes;
 }

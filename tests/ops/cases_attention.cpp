@@ -104,7 +104,7 @@ CaseMaker attention_case(const Variant& v, ComputeType t) {
     auto run = [=](float* scr) { return AttnRun{scale, p, kSeed, kStream, 0, scr, t}; };
     auto kv = [=](const Inputs& in) { return KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}; };
     auto forward = [=](const Inputs& in, float* ctx, float* probs, uint16_t* p16, float* scr) {
-      attention_forward(Act{ctx}, Act{probs, p16}, ptr(in, 0), kv(in), d, run(scr));
+      attention_forward(ctx, AttnKept{probs, p16}, ptr(in, 0), kv(in), d, run(scr));
     };
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> probs(np), scratch(attention_scratch_floats(d));
@@ -117,7 +117,7 @@ CaseMaker attention_case(const Variant& v, ComputeType t) {
       uint16_t* pp = p16.empty() ? nullptr : p16.data();
       forward(in, ctx.data(), probs.data(), pp, scratch.data());
       attention_backward(AttnGrads{g[0].data(), g[1].data(), g[2].data(), into}, dctx,
-                         ActIn(probs.data(), pp), ptr(in, 0), kv(in), d, run(scratch.data()));
+                         AttnKept{probs.data(), pp}, ptr(in, 0), kv(in), d, run(scratch.data()));
     };
     return c;
   };
@@ -132,7 +132,7 @@ CaseMaker attention_infer_case(const Variant& v, ComputeType t) {
     const bool m = v.mask;
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> scratch(attention_scratch_floats(d, p > 0));
-      attention_forward(Act{ctx}, Act{}, ptr(in, 0),
+      attention_forward(ctx, AttnKept{}, ptr(in, 0),
                         KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}, d,
                         AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), t});
     };
@@ -166,10 +166,9 @@ CaseMaker attention_tiles_case(const Variant& v) {
     c.backward = [=](const Inputs& in, const float* dctx, Grads& g, GradInto into) {
       std::vector<float> scratch(attention_scratch_floats(d));
       const std::vector<uint16_t> q16 = to16(ptr(in, 0), nq), dctx16 = to16(dctx, nq);
-      attention_backward(AttnGrads{g[0].data(), g[1].data(), g[2].data(), into},
-                         ActIn(nullptr, dctx16.data()), ActIn(), ActIn(nullptr, q16.data()),
-                         KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)}, d,
-                         AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), kBf16});
+      attention_backward(AttnGrads{g[0].data(), g[1].data(), g[2].data(), into}, dctx16.data(),
+                         AttnKept{}, q16.data(), KeysValues{ptr(in, 1), ptr(in, 2), mask_of(in, m)},
+                         d, AttnRun{scale, p, kSeed, kStream, 0, scratch.data(), kBf16});
     };
     return c;
   };

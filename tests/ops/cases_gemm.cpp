@@ -239,7 +239,7 @@ OpCase gemm_batched_rounded_a(bool bf16_product) {
     Buffer<uint16_t> a16;
     round_batch_bf16(a16, nb, nh, M, K, la, ptr(in, 0));
     std::fill(out, out + nb * M * lc.ld, 0.f);
-    gemm_batched(ComputeType::bf16, nb, nh, false, false, M, N, K, 1.f, ActIn(nullptr, a16.data()),
+    gemm_batched(ComputeType::bf16, nb, nh, false, false, M, N, K, 1.f, a16.data(),
                  la, ptr(in, 1), lb, 0.f, out, lc);
   };
   c.reference = [=](const Inputs& in, double* out) {

@@ -1,5 +1,5 @@
 // Op cases of the linear maps: linear_forward/backward (plain, and bf16 training's weight forms
-// and pre-rounded gradients), linear_backward_bf16_input, round_output_gradient, and the
+// and pre-rounded gradients, the input gradient written in bf16), round_output_gradient, and the
 // packed-weight inference products (PackedLinear: every epilogue, tiled, transposed, bf16
 // output).
 #include <omp.h>
@@ -74,15 +74,16 @@ OpCase linear_train(bool perf) {
   const LinearDims d{/*rows=*/s.R, /*in=*/s.I, /*out=*/s.O};
   c.run = [=](const Inputs& in, float* y) {
     const TrainForms f(in, s);
-    linear_forward(y, ActIn(ptr(in, 0), f.x16.data()), Weight(ptr(in, 1), f.weight()), ptr(in, 2),
-                   d, ComputeType::bf16);
+    // The input as a bf16 product reads it: the copy rounded once (f32 for a smaller product).
+    const bool bf16 = gemm_runs_bf16(ComputeType::bf16, s.R, s.O, s.I);
+    linear_forward(y, bf16 ? TensorIn(f.x16.data()) : TensorIn(ptr(in, 0)),
+                   Weight(ptr(in, 1), f.weight()), ptr(in, 2), d, ComputeType::bf16);
   };
   c.backward = [=](const Inputs& in, const float* dy, Grads& g, GradInto into) {
     const TrainForms f(in, s);
     std::vector<uint16_t> dy16(s.R * s.O);
     round_output_gradient(dy16.data(), g[2].data(), dy, s.R, s.O);
-    linear_backward(LinearGrads{g[0].data(), g[1].data(), nullptr, into},
-                    ActIn(nullptr, dy16.data()), ActIn(ptr(in, 0), f.x16.data()),
+    linear_backward(LinearGrads{g[0].data(), g[1].data(), nullptr, into}, dy16.data(), f.x16.data(),
                     Weight(ptr(in, 1), f.weight()), d, ComputeType::bf16);
   };
   return c;
@@ -98,10 +99,11 @@ OpCase linear_backward_bf16_input_case(bool perf) {
   const LinearDims d{/*rows=*/s.R, /*in=*/s.I, /*out=*/s.O};
   c.run = [=](const Inputs& in, float* out) {
     const TrainForms f(in, s);
-    std::vector<uint16_t> dinp16(s.R * s.I), dout16(s.R * s.O);
+    std::vector<uint16_t> dinp16(s.R * s.I);
     std::fill(out + s.R * s.I, out + c.out_size, 0.f);
-    linear_backward_bf16_input(dinp16.data(), out + s.R * s.I, out + s.R * s.I + s.O * s.I,
-                               ptr(in, 3), f.x16.data(), d, f.weight(), dout16.data());
+    linear_backward(LinearGrads{dinp16.data(), out + s.R * s.I, out + s.R * s.I + s.O * s.I,
+                                GradInto::overwrite},
+                    ptr(in, 3), f.x16.data(), Weight(nullptr, f.weight()), d, ComputeType::bf16);
     widen_n(out, dinp16.data(), s.R * s.I);
   };
   c.reference = [=](const Inputs& in, double* out) {
@@ -260,7 +262,7 @@ CaseMaker packed_transposed_case(ComputeType t) {
       p.apply(out, ptr(in, 0), R, nullptr, Epi::store);
       if (parts < 2) return;
       const std::vector<uint16_t> x16 = to16(ptr(in, 0), R * Kin);
-      p.apply(out + R * Nout, ActIn(nullptr, x16.data()), R, nullptr, Epi::store);
+      p.apply(out + R * Nout, x16.data(), R, nullptr, Epi::store);
     };
     c.reference = [=](const Inputs& in, double* out) {
       for (int64_t i = 0; i < parts; ++i)
@@ -279,7 +281,7 @@ OpCase packed_bf16_out(bool perf) {
       [N, K](const PackedLinear& p, float* out, const float* x, int64_t rows, const float* b) {
         const std::vector<uint16_t> x16 = to16(x, rows * K);
         std::vector<uint16_t> o16(rows * N);
-        p.apply_bf16(o16.data(), x16.data(), rows, b);
+        p.apply(o16.data(), x16.data(), rows, b, Epi::store);
         widen_n(out, o16.data(), rows * N);
       });
 }

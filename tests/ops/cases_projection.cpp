@@ -56,9 +56,7 @@ CaseMaker seq_project_case(ComputeType t, bool masked, bool with_em) {
     // forward(out, Ebm): out's padding columns zeroed first.
     auto forward = [=](const Inputs& in, float* out, float* ebm) {
       std::fill(out, out + nout, 0.f);
-      const std::vector<uint16_t> x16 = to16(ptr(in, 1), in[1].v.size());
-      seq_project_forward(out, with_em ? out + nout : nullptr, ebm, ptr(in, 0),
-                          ActIn(ptr(in, 1), t == ComputeType::bf16 ? x16.data() : nullptr),
+      seq_project_forward(out, with_em ? out + nout : nullptr, ebm, ptr(in, 0), ptr(in, 1),
                           masked ? ptr(in, 2) : nullptr, s, t);
     };
     c.run = [=](const Inputs& in, float* out) {
@@ -68,11 +66,9 @@ CaseMaker seq_project_case(ComputeType t, bool masked, bool with_em) {
     c.backward = [=](const Inputs& in, const float* dout, Grads& g, GradInto) {
       std::vector<float> out(c.out_size), ebm(s.B * s.K * s.N), scratch(s.B * s.K * s.N);
       forward(in, out.data(), ebm.data());
-      const std::vector<uint16_t> x16 = to16(ptr(in, 1), in[1].v.size());
       seq_project_backward(g[1].data(), g[0].data(), dout, with_em ? dout + nout : nullptr,
-                           ebm.data(), ptr(in, 0),
-                           ActIn(ptr(in, 1), t == ComputeType::bf16 ? x16.data() : nullptr),
-                           masked ? ptr(in, 2) : nullptr, s, scratch.data(), t);
+                           ebm.data(), ptr(in, 0), ptr(in, 1), masked ? ptr(in, 2) : nullptr, s,
+                           scratch.data(), t);
     };
     return c;
   };

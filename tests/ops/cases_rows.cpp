@@ -69,9 +69,9 @@ CaseMaker add_layernorm(ComputeType t) {
     c.bytes = 12.0 * n;
     c.run = [=](const Inputs& in, float* out) {
       std::vector<uint16_t> y16(r16 ? n : 0);
-      add_layernorm_forward(out, Act(out + n, r16 ? y16.data() : nullptr), out + 2 * n,
-                            out + 2 * n + R, ptr(in, 0), ptr(in, 1), ptr(in, 2), ptr(in, 3), R, C,
-                            kEps);
+      add_layernorm_forward(out, out + n, out + 2 * n, out + 2 * n + R, ptr(in, 0), ptr(in, 1),
+                            ptr(in, 2), ptr(in, 3), R, C, kEps,
+                            r16 ? Tensor(y16.data()) : Tensor());
       widen_n(out + 2 * n + 2 * R, y16.data(), y16.size());
     };
     c.reference = [=](const Inputs& in, double* out) {
@@ -193,7 +193,7 @@ OpCase gelu_bf16(bool perf) {
   c.run = [=](const Inputs& in, float* y) {
     const std::vector<uint16_t> x16 = to16(ptr(in, 0), n);
     std::vector<uint16_t> y16(n);
-    gelu_forward_bf16(y16.data(), x16.data(), n);
+    gelu_forward(y16.data(), x16.data(), n);
     widen_n(y, y16.data(), n);
   };
   c.reference = [=](const Inputs& in, double* y) {
