@@ -39,14 +39,17 @@ Model::Impl::MlmCache Model::Impl::mlm_forward(const std::vector<int64_t>& rows,
   // that restart at each run of rows from one sequence, so that a row's place in its tile
   // depends on its own sequence only.
   const bool fixed = batch_invariant();
-  const auto tiled = [&](const PackedLinear& p, float* y, const float* x, const float* b) {
-    std::vector<int64_t> starts;
+  std::vector<int64_t> starts;  // where each sequence's run of rows starts, then M
+  if (fixed) {
     for (int64_t i = 0; i < M; ++i)
       if (i == 0 || rows[i] / N != rows[i - 1] / N) starts.push_back(i);
     starts.push_back(M);
-    bool equal = true;
-    for (size_t r = 1; r + 1 < starts.size(); ++r)
-      equal = equal && starts[r + 1] - starts[r] == starts[1];
+  }
+  bool equal = true;
+  for (size_t r = 1; r + 1 < starts.size(); ++r)
+    equal = equal && starts[r + 1] - starts[r] == starts[1];
+  const auto tiled = [&](const PackedLinear& p, float* y, const float* x, const float* b) {
+    if (M == 0) return;
     if (equal) {  // e.g. every row of every sequence: one call, a segment per sequence
       p.apply_tiled(y, x, M, b, PackedLinear::Epilogue::store, kInvariantRows, starts[1]);
       return;
