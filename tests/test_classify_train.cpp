@@ -215,6 +215,24 @@ TEST_F(ClassifyTrain, TinySeparableDataReachesFullAccuracy) {
   EXPECT_EQ(dev_records, 12);
 }
 
+TEST_F(ClassifyTrain, ATimeLimitIsTheCallsNotTheStoredOne) {
+  // The first call stops on its time limit after one step; a resume given no limit runs to the
+  // end (it does not inherit the stored limit), and one given a limit stops on it.
+  FinetuneOptions o = tiny_run(dir_, dir_ + "/limited");
+  o.time_limit = 1e-9;
+  const FinetuneResult first = finetune(o, false);
+  EXPECT_EQ(first.steps_done, 1);
+  FinetuneOptions r;
+  r.out = dir_ + "/limited";
+  r.quiet = true;
+  r.time_limit = 1e-9;
+  EXPECT_EQ(finetune(r, true).steps_done, 2);
+  r.time_limit = 0;
+  const FinetuneResult last = finetune(r, true);
+  EXPECT_EQ(last.steps_done, last.total_steps);
+  EXPECT_GT(last.total_steps, 2);
+}
+
 TEST_F(ClassifyTrain, ResumeAfterStopIsExact) {
   // Same run, stopped after 30 steps, then resumed: the final weights are identical.
   FinetuneOptions o = tiny_run(dir_, dir_ + "/resumed");

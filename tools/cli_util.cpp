@@ -88,7 +88,8 @@ void add_checkpoint_options(CLI::App* cmd, int64_t* checkpoint_every, const char
       ->capture_default_str()
       ->group("Run");
   cmd->add_option("--time-limit", *time_limit,
-                  "Stop after this many seconds, with a checkpoint (0: no limit)")
+                  "Stop after this many seconds of this call, with a checkpoint (0: no limit); "
+                  "a resumed run takes the limit given to --resume, not the first call's")
       ->capture_default_str()
       ->group("Run");
 }

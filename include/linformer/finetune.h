@@ -42,7 +42,8 @@ struct FinetuneOptions {
   int64_t log_every = 50;
   int64_t eval_every = 0;        // steps between dev evaluations (0: once per epoch)
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: at each evaluation)
-  double time_limit = 0;         // seconds; 0 = none. Stops with a checkpoint.
+  double time_limit = 0;         // seconds of this call; 0 = none. Stops with a checkpoint
+                                 // (stored for the record; --resume takes its own)
   // bf16: bf16 matrix products in training, f32 master weights (--precision)
   ComputeType precision = ComputeType::f32;
   int64_t stop_after = 0;        // stop after this many steps of this session, with a

@@ -39,7 +39,8 @@ struct PretrainOptions {
   int64_t eval_every = 200;
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
-  double time_limit = 0;  // seconds; 0 = none. Stops with a checkpoint.
+  double time_limit = 0;  // seconds of this call; 0 = none. Stops with a checkpoint
+                          // (stored for the record; --resume takes its own)
   // bf16: bf16 matrix products, f32 master weights (mixed precision; --precision)
   ComputeType precision = ComputeType::f32;
   bool quiet = false;

@@ -275,6 +275,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     opt = FinetuneOptions::from_json(saved);
     opt.quiet = opt_in.quiet;
     opt.stop_after = opt_in.stop_after;
+    opt.time_limit = opt_in.time_limit;  // a limit is this call's, not the stored one
     opt.hooks = opt_in.hooks;
     opt.out = opt_in.out;  // the folder may have been moved
   }

@@ -182,9 +182,10 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
   const bool root = comm.root();
   const json saved = read_run_args("pretrain", "pretraining", opt_in.out, resume);
   PretrainOptions opt = resume ? PretrainOptions::from_json(saved) : opt_in;
-  if (resume) {  // what the run's arguments do not hold
+  if (resume) {  // what the run's arguments do not hold, and this call's limit
     opt.quiet = opt_in.quiet;
     opt.hooks = opt_in.hooks;
+    opt.time_limit = opt_in.time_limit;
   }
   if (!root) opt.quiet = true;
   validate_run_options("pretrain", opt, resume, opt_in.out);
