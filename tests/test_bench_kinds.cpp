@@ -25,7 +25,7 @@ bool runs(const bench::AttentionChoice& choice, ComputeType t) {
   Config c;
   c.k = {16};
   bench::set_attention(c, choice, "layerwise", "linear");
-  return compute_type_supported(t) && attention_path(c).runs_precision(t);
+  return compute_type_supported(t) && attention_path(c).runs_precision(t, false);
 }
 
 std::string name_of(const bench::AttentionChoice& a, ComputeType t) {

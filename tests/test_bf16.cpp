@@ -305,7 +305,7 @@ TEST(Bf16Training, LossAndGradientsCloseToF32) {
   LF_REQUIRE_BF16();
   std::vector<AttentionVariant> variants;
   for (const AttentionVariant& v : attention_variants(bf16_config()))  // f32-only kinds refuse
-    if (attention_path(v.cfg).runs_precision(ComputeType::bf16)) variants.push_back(v);
+    if (attention_path(v.cfg).runs_precision(ComputeType::bf16, true)) variants.push_back(v);
   for (AttentionKind kind : {AttentionKind::linformer, AttentionKind::standard})
     for (float dropout : {0.f, 0.1f}) {
       Config c = bf16_config();

@@ -3,14 +3,18 @@
 // invariance): its config key, and the clear refusals of what it cannot do.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "layers/attention_path.h"
 #include "linformer/compute_type.h"
 #include "linformer/config.h"
+#include "linformer/finetune.h"
 #include "linformer/model.h"
+#include "linformer/pretrain.h"
 #include "test_util.h"
+#include "train/run_io.h"
 
 namespace lf {
 namespace {
@@ -57,17 +61,42 @@ TEST(Nystrom, HasNoSoftmaxProbabilitiesToHandOut) {
   test::expect_error([&] { m.attention_probs(0); }, {"nystrom", "softmax"}, "attention_probs");
 }
 
-TEST(Nystrom, OtherPrecisionsAreRefusedNamingTheKind) {
+// Inference runs in every precision (the linear maps in it, the landmark attention in f32;
+// the kind-wide bf16 and int8 suites check the outputs against f32); training in bf16 is
+// refused naming the kind.
+TEST(Nystrom, InfersInEveryPrecisionTrainsInF32Only) {
   for (ComputeType t : {ComputeType::bf16, ComputeType::int8}) {
     if (!compute_type_supported(t)) continue;
     Model m(nystrom_config());
-    test::expect_error([&] { m.set_compute_type(t); }, {"nystrom", "f32 only"},
-                       compute_type_name(t));
-    EXPECT_EQ(m.compute_type(), ComputeType::f32);
-    if (compute_type_trains(t))
-      test::expect_error([&] { m.set_train_compute_type(t); }, {"nystrom", "f32 only"},
+    m.set_compute_type(t);
+    EXPECT_EQ(m.compute_type(), t);
+    if (compute_type_trains(t)) {
+      test::expect_error([&] { m.set_train_compute_type(t); }, {"nystrom", "trains in f32 only"},
                          std::string("train ") + compute_type_name(t));
+      EXPECT_EQ(m.train_compute_type(), ComputeType::f32);
+    }
   }
+}
+
+// --precision auto trains a kind that trains in f32 only in f32 (on a CPU where auto picks
+// bf16); a precision asked by name is left for the model to refuse; other kinds keep it.
+TEST(Nystrom, AutoPrecisionTrainsInF32) {
+  const Config ny = nystrom_config();
+  Config lin = ny;
+  lin.attention = AttentionKind::linformer;
+  EXPECT_EQ(trained_precision("pretrain", ny, ComputeType::bf16, true, true), ComputeType::f32);
+  EXPECT_EQ(trained_precision("pretrain", ny, ComputeType::bf16, false, true), ComputeType::bf16);
+  EXPECT_EQ(trained_precision("pretrain", lin, ComputeType::bf16, true, true), ComputeType::bf16);
+  EXPECT_EQ(trained_precision("pretrain", ny, ComputeType::f32, true, true), ComputeType::f32);
+  // "auto" in the options' JSON (the Python module's way) sets the flag; a stored run's name not.
+  nlohmann::json j = PretrainOptions().to_json();
+  j["precision"] = "auto";
+  EXPECT_TRUE(PretrainOptions::from_json(j).precision_auto);
+  j["precision"] = "f32";
+  EXPECT_FALSE(PretrainOptions::from_json(j).precision_auto);
+  nlohmann::json f = FinetuneOptions().to_json();
+  f["precision"] = "auto";
+  EXPECT_TRUE(FinetuneOptions::from_json(f).precision_auto);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ inline std::vector<ComputeType> compute_types() {
 #define LF_REQUIRE_KIND_RUNS(cfg, t)                                                      \
   do {                                                                                    \
     const ::lf::AttentionPath& kind_ = ::lf::attention_path(cfg);                         \
-    if (!kind_.runs_precision(t)) {                                                       \
+    if (!kind_.runs_precision(t, false)) {                                                       \
       ::lf::Model refusing_(cfg);                                                         \
       EXPECT_THROW(                                                                       \
           {                                                                               \

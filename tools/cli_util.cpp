@@ -116,10 +116,11 @@ std::vector<std::string> precision_names(bool inference) {
 }  // namespace
 
 void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
-                          bool inference) {
+                          bool inference, bool* automatic) {
   std::vector<std::string> choices = precision_names(inference);
   choices.insert(choices.begin(), "auto");
-  const auto set = [t](const std::string& s) {
+  const auto set = [t, automatic](const std::string& s) {
+    if (automatic) *automatic = s == "auto";
     if (s != "auto") {
       *t = resolve_precision(s);
       return;
@@ -140,14 +141,15 @@ void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, cons
   p->excludes(alias);
 }
 
-void add_train_compute_option(CLI::App* cmd, ComputeType* t) {
+void add_train_compute_option(CLI::App* cmd, ComputeType* t, bool* automatic) {
   add_precision_option(cmd, t, "Optimiser",
                        "f32, or bf16: mixed precision, bf16 matrix products (AVX-512; "
                        "AVX512-BF16 or AMX run them natively), f32 master weights, gradients "
                        "and optimiser (docs/training.md); auto: bf16 where it is faster (AMX, "
                        "AMD Zen 4/5), else f32 (`linformer info` says which); int8 is for "
-                       "inference only",
-                       false);
+                       "inference only; a kind that trains in f32 only (nystrom) trains in f32 "
+                       "under auto",
+                       false, automatic);
 }
 
 void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers) {

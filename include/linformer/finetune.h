@@ -46,6 +46,9 @@ struct FinetuneOptions {
                                  // (stored for the record; --resume takes its own)
   // bf16: bf16 matrix products in training, f32 master weights (--precision)
   ComputeType precision = ComputeType::f32;
+  // precision came from "auto" (--precision auto): a kind that trains in f32 only then
+  // trains in f32 instead of being refused (not saved: the run stores what it chose)
+  bool precision_auto = false;
   int64_t stop_after = 0;        // stop after this many steps of this session, with a
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;

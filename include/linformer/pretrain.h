@@ -43,6 +43,9 @@ struct PretrainOptions {
                           // (stored for the record; --resume takes its own)
   // bf16: bf16 matrix products, f32 master weights (mixed precision; --precision)
   ComputeType precision = ComputeType::f32;
+  // precision came from "auto" (--precision auto): a kind that trains in f32 only then
+  // trains in f32 instead of being refused (not saved: the run stores what it chose)
+  bool precision_auto = false;
   bool quiet = false;
   bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
   RunHooks hooks;          // for library callers: progress records, stop requests (not saved)

@@ -150,9 +150,10 @@ class AttentionPath {
   // Whether the attention weights are a softmax P [B,H,N,Lk] (Model::attention_probs and the
   // spectrum analysis read it); a kind without one says no and they refuse it, naming it.
   virtual bool has_softmax_probs() const { return true; }
-  // Whether this kind's attention runs with products in precision t (training or inference);
-  // the model refuses the others, naming the kind.
-  virtual bool runs_precision(ComputeType) const { return true; }
+  // Whether a model of this kind runs in precision t, in training or in inference; the model
+  // refuses the others, naming the kind. (A kind whose attention is f32 only can still infer
+  // in bf16 or int8: the linear maps take the precision, its attention stays f32.)
+  virtual bool runs_precision(ComputeType, bool /*train*/) const { return true; }
 
   // ---- inference ----
   // Carves the whole-batch buffers every layer reuses into A (A.path, and the layer's q, ctx

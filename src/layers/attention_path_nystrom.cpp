@@ -286,7 +286,9 @@ class NystromPath final : public FullKeysPath<NystromAct> {
   }
   int64_t key_length(int64_t N, int64_t) const override { return N; }
   bool has_softmax_probs() const override { return false; }
-  bool runs_precision(ComputeType t) const override { return t == ComputeType::f32; }
+  bool runs_precision(ComputeType t, bool train) const override {
+    return !train || t == ComputeType::f32;
+  }
 
   // ---- training ----
   void plan_train(Carver& c, LayerAct& A, const Config& cfg, const PathShape& s) const override {

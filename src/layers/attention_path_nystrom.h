@@ -13,8 +13,9 @@
 //   out = F A+ (B V)
 // Padding: the landmarks average real positions only and B excludes padded keys, so a
 // sequence's real rows are the same whatever padding the batch adds (m shrinks to n for a
-// sequence shorter than m landmarks; an all-padded sequence gives 0). Training and inference
-// in f32 only; no attention dropout, no causal form (validate() refuses them). The paper's
+// sequence shorter than m landmarks; an all-padded sequence gives 0). Training in f32 only;
+// inference in any precision (the linear maps in it, the landmark attention in f32); no
+// attention dropout, no causal form (validate() refuses them). The paper's
 // depthwise convolution on V is not implemented.
 #pragma once
 #include "layers/attention_path.h"

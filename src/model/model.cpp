@@ -479,16 +479,17 @@ size_t Model::param_bytes() const {
 size_t Model::packed_weight_bytes() const { return impl_->packed_bytes(); }
 namespace {
 // Refuses a precision the model's attention kind does not run, naming both.
-void require_kind_runs(const AttentionPath& kind, ComputeType t) {
-  LF_CHECK(kind.runs_precision(t), "attention '", kind.name(), "' runs in f32 only; precision ",
-           compute_type_name(t), " is not available for it (docs/design.md, \"Attention kinds\")");
+void require_kind_runs(const AttentionPath& kind, ComputeType t, bool train) {
+  LF_CHECK(kind.runs_precision(t, train), "attention '", kind.name(), "' ",
+           train ? "trains" : "runs", " in f32 only; precision ", compute_type_name(t),
+           " is not available for it (docs/design.md, \"Attention kinds\")");
 }
 }  // namespace
 
 void Model::set_compute_type(ComputeType t) {
   if (t == impl_->compute) return;
   require_compute_type(t);
-  require_kind_runs(impl_->path(false), t);
+  require_kind_runs(impl_->path(false), t, false);
   impl_->weights_changed();
   impl_->compute = t;
 }
@@ -515,7 +516,7 @@ void Model::set_train_compute_type(ComputeType t) {
   if (t == impl_->train_compute) return;
   require_trains(t);
   require_compute_type(t);
-  require_kind_runs(impl_->path(true), t);
+  require_kind_runs(impl_->path(true), t, true);
   impl_->train_compute = t;
   impl_->train_packs_current = false;  // the packed weights are in the training precision
   impl_->head_packs_current = false;

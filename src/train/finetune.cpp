@@ -440,6 +440,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
   for (size_t i = 0; i < train_x.size(); ++i) lengths[i] = static_cast<int64_t>(train_x[i].size());
 
   // ---- Model ----
+  opt.precision = trained_precision("finetune", cfg, opt.precision, opt.precision_auto, opt.quiet);
   Model model(cfg);
   model.init(opt.seed);
   model.set_train_compute_type(opt.precision);

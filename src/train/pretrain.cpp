@@ -274,6 +274,7 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
       static_cast<long long>(S), static_cast<long long>(n),
       static_cast<long long>(valid_seqs.count()));
 
+  opt.precision = trained_precision("pretrain", cfg, opt.precision, opt.precision_auto, opt.quiet);
   Model model(cfg);
   model.set_train_compute_type(opt.precision);
   if (!opt.init_from.empty()) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "io/json_read.h"
+#include "layers/attention_path.h"
 #include "linformer/checkpoint.h"
 #include "linformer/error.h"
 #include "linformer/file_util.h"
@@ -147,6 +148,15 @@ json load_checkpoint(const std::string& ckpt_dir, Model& model, AdamW& opt) {
   const json st = read_json_file((fs::path(ckpt_dir) / "state.json").string());
   opt.set_steps_done(st.at("adam_steps").get<int64_t>());
   return st;
+}
+
+ComputeType trained_precision(const char* cmd, const Config& cfg, ComputeType t, bool automatic,
+                              bool quiet) {
+  const AttentionPath& kind = attention_path(cfg);
+  if (!automatic || kind.runs_precision(t, true)) return t;
+  say(quiet, "%s: --precision auto: f32 (attention '%s' trains in f32 only)\n", cmd,
+      kind.name());
+  return ComputeType::f32;
 }
 
 json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet) {

@@ -2,6 +2,7 @@
 // which --resume reads back).
 #include "core/limits.h"
 #include "io/json_read.h"
+#include "linformer/cpu.h"
 #include "linformer/error.h"
 #include "linformer/finetune.h"
 #include "linformer/pretrain.h"
@@ -55,7 +56,8 @@ void FinetuneOptions::validate() const {
 
 // A precision is stored by its name.
 void to_json(json& j, ComputeType t) { j = compute_type_name(t); }
-void from_json(const json& j, ComputeType& t) { t = parse_compute_type(j.get<std::string>()); }
+// "auto": this CPU's faster training precision (the options' precision_auto remembers it).
+void from_json(const json& j, ComputeType& t) { t = resolve_precision(j.get<std::string>()); }
 
 // Runs of earlier versions stored "bf16": true|false instead of "precision".
 static json precision_default(const json& j) {
@@ -94,6 +96,7 @@ PretrainOptions PretrainOptions::from_json(const json& j) {
                .get<PretrainOptions>();
   o.optim = optim_from_json(j);
   o.optim.total_steps = o.steps;
+  o.precision_auto = j.value("precision", "") == "auto";
   return o;
 }
 
@@ -107,6 +110,7 @@ FinetuneOptions FinetuneOptions::from_json(const json& j) {
   auto o = with_defaults(j, {{"lowercase", false}, {"precision", precision_default(j)}})
                .get<FinetuneOptions>();
   o.optim = optim_from_json(j);
+  o.precision_auto = j.value("precision", "") == "auto";
   return o;
 }
 
