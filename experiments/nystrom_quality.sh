@@ -23,7 +23,7 @@ MODELS=${MODELS:-standard-n512 linformer-n512 nystrom-n512 standard-n2048 linfor
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 if [[ ${1:-} == report ]]; then
-  printf '| model | n | tokens | steps | validation ppl (run) | `perplexity` (held-out) | tokens/s |\n|---|---|---|---|---|---|---|\n'
+  printf '| model | n | tokens | steps | validation ppl (run) | `perplexity` (held-out) |\n|---|---|---|---|---|---|\n'
   for m in $MODELS; do
     run=$OUT/pre/$m
     [[ -f $run/perplexity.json ]] || continue
@@ -33,11 +33,10 @@ run, name = sys.argv[1], sys.argv[2]
 recs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
 args = json.load(open(run + "/train_args.json"))
 val = [r for r in recs if r.get("split") == "valid"]
-tps = [r["tokens_per_s"] for r in recs if "tokens_per_s" in r]
 ppl = json.load(open(run + "/perplexity.json"))
 n = args["seq_len"]
 print(f"| {name} | {n} | {args['steps'] * args['batch_size'] * n / 1e6:.1f}M | {args['steps']} | "
-      f"{val[-1]['ppl']:.2f} | {ppl['ppl']:.2f} | {sorted(tps)[len(tps) // 2]:.0f} |")
+      f"{val[-1]['ppl']:.2f} | {ppl['ppl']:.2f} |")
 EOF
   done
   exit 0
