@@ -119,13 +119,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 // FFN's pre-activation kept in bf16: exact per bf16 value, from a table, written rounded).
 void gelu_forward(Tensor out, TensorIn inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
-// In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
-void gelu_backward_inplace(float* d, const float* inp, int64_t n);
-// The same over [rows, cols] in bf16, for the FFN's bf16 backward: dout16 and inp16 widened
-// exactly to f32, d(inp) = dout GELU'(inp) rounded to bf16 into d16 (which may alias dout16)
-// and its column sums added to db (the map's bias gradient), in one pass. Returns d16.
-const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* dout16,
-                                    const uint16_t* inp16, int64_t rows, int64_t cols);
+// In place over [rows, cols]: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)), no
+// buffer to zero; d and inp in one dtype, f32 or bf16. bf16 (the FFN's hidden activation in
+// bf16 training): d and inp widened exactly, GELU' looked up per bf16 value, d(inp) rounded,
+// and its column sums added to db in the same pass: db is the bias gradient of the map that
+// reads d, which linear_backward takes from the maker of a bf16 output gradient. f32: db is
+// not touched (linear_backward sums it from the f32 gradient).
+void gelu_backward_inplace(Tensor d, TensorIn inp, int64_t rows, int64_t cols, float* db = nullptr);
 
 // tanh; backward uses the cached output.
 void tanh_forward(float* out, const float* inp, int64_t n);
