@@ -189,7 +189,7 @@ void BM_GeluBf16(benchmark::State& st) {
       gelu_forward(g16.data(), h16.data(), n);
     } else {
       to_bf16(d16.data(), x.data(), rows, cols, cols);  // a fresh gradient each time
-      gelu_backward_round(d16.data(), db.data(), d16.data(), h16.data(), rows, cols);
+      gelu_backward_inplace(d16.data(), h16.data(), rows, cols, db.data());
     }
   }
   st.SetItemsProcessed(st.iterations() * n);

@@ -483,21 +483,4 @@ void gemm_batched(ComputeType t, int64_t nb, int64_t nh, bool trans_a, bool tran
   run(batched_product(key), a, b, C16 ? static_cast<void*>(C16) : static_cast<void*>(C));
 }
 
-void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      double acc = 0.0;
-      for (int64_t p = 0; p < K; ++p) {
-        const float a = trans_a ? A[p * lda + i] : A[i * lda + p];
-        const float b = trans_b ? B[j * ldb + p] : B[p * ldb + j];
-        acc += static_cast<double>(a) * b;
-      }
-      float& c = C[i * ldc + j];
-      c = static_cast<float>(alpha * acc + (beta == 0.f ? 0.0 : static_cast<double>(beta) * c));
-    }
-  }
-}
-
 }  // namespace lf

@@ -85,11 +85,6 @@ bool gemm_batched_runs_bf16(ComputeType t, int64_t nb, int64_t nh, int64_t M, in
 const uint16_t* round_batch_bf16(Buffer<uint16_t>& buf, int64_t nb, int64_t nh, int64_t rows,
                                  int64_t cols, BatchLayout l, const float* X);
 
-// Plain triple loop with double accumulation: the reference the tests compare against.
-void gemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc);
-
 // A linear map y = x W^T (+ bias) whose weight W [out, in] (torch.nn.Linear's layout) is
 // packed once into the layout oneDNN's matmul prefers, in f32 or bf16. Inference uses it so
 // that products neither re-pack W nor re-round it on every call, and fuses the bias, GELU

@@ -282,26 +282,27 @@ bool linear_backward_runs_bf16(ComputeType t, const LinearDims& d) {
   return gemm_runs_bf16(t, d.rows, d.in, d.out) && gemm_runs_bf16(t, d.out, d.in, d.rows);
 }
 
-const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* dout16,
-                                    const uint16_t* inp16, int64_t rows, int64_t cols) {
-  LF_DCHECK(rows >= 0 && cols > 0 && (rows == 0 || (d16 && db && dout16 && inp16)),
-            "gelu_backward_round: bad shape or null pointer");
+void gelu_backward_inplace(Tensor d, TensorIn inp, int64_t rows, int64_t cols, float* db) {
+  LF_DCHECK(rows >= 0 && cols > 0, "gelu_backward_inplace: bad shape rows=", rows, " cols=", cols);
+  LF_DCHECK(rows == 0 || (d && inp && d.dtype == inp.dtype && !d.is(DataType::int8) &&
+                          (d.dtype == DataType::f32 || db)),
+            "gelu_backward_inplace: null, int8 or mixed operands, or bf16 without db");
   PhaseScope ps(Phase::elementwise);
+  if (d.dtype == DataType::f32) {
+    float* g = d.f32();
+    const float* x = inp.f32();
+    parallel_for(0, rows * cols, kGrainElems, [&](int64_t i0, int64_t i1) {
+      vm::gelu_backward_inplace_n(g + i0, x + i0, i1 - i0);
+    });
+    return;
+  }
+  uint16_t* d16 = d.bf16();
+  const uint16_t* inp16 = inp.bf16();
   const float* grad = gelu_tables().grad;
   round_and_sum_rows(d16, db, rows, cols, [&](int64_t r, float* buf) {
-    const uint16_t* d = dout16 + r * cols;
-    const uint16_t* h = inp16 + r * cols;
-    vm::from_bf16_n(buf, d, cols);
-    isa::kernels().mul_lookup_f32(buf, h, grad, cols);
+    vm::from_bf16_n(buf, d16 + r * cols, cols);
+    isa::kernels().mul_lookup_f32(buf, inp16 + r * cols, grad, cols);
     return static_cast<const float*>(buf);
-  });
-  return d16;
-}
-
-void gelu_backward_inplace(float* d, const float* inp, int64_t n) {
-  PhaseScope ps(Phase::elementwise);
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    vm::gelu_backward_inplace_n(d + i0, inp + i0, i1 - i0);
   });
 }
 

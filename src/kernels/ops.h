@@ -32,15 +32,15 @@ struct LinearDims {
 };
 
 class PackedLinear;
-// A weight's forms for training's products, beside its f32 master copy (each may be absent):
-// its plain bfloat16 copy (same layout as W; bf16 training: the products that run in bf16
-// read it, smaller ones W itself), and W packed for the forward product x W^T and for the
-// input gradient dY W (kernels/matmul.h), in f32 or bf16. A packed form runs a product only
-// when its type is the product's (gemm_runs_bf16 decides); other products use W or its plain
-// copy. Two buffers with two roles, not one operand: which one a product reads depends on
-// the product's size.
+// A weight's forms for training's products, beside its f32 master copy: `plain`, the operand
+// of its unpacked products that run in bf16 (same layout as W: its bf16 rounding in bf16
+// training, W itself in f32 training; empty: W), and W packed for the forward product x W^T
+// and for the input gradient dY W (kernels/matmul.h), in f32 or bf16 (each may be absent). A
+// packed form runs a product only when its type is the product's (gemm_runs_bf16 decides);
+// other products read `plain` when they run in bf16, W when they run in f32. Two forms with
+// two roles, not one operand: which one a product reads depends on the product's size.
 struct TrainWeight {
-  const uint16_t* plain = nullptr;
+  TensorIn plain;
   const PackedLinear* forward = nullptr;   // pack(W, out, in)
   const PackedLinear* backward = nullptr;  // pack_transposed(W, out, in)
 };
@@ -51,12 +51,12 @@ struct Weight {
   const float* w = nullptr;
   TrainWeight forms;
   Weight() = default;
-  Weight(const float* f32) : w(f32) {}  // NOLINT: an f32 weight alone converts
-  Weight(const float* f32, const TrainWeight& t) : w(f32), forms(t) {}
-  // The form a plain product of this precision reads: the bf16 copy when it runs in bf16.
-  TensorIn operand(bool bf16) const {
-    return bf16 && forms.plain ? TensorIn(forms.plain) : TensorIn(w);
+  Weight(const float* f32) : Weight(f32, TrainWeight()) {}  // NOLINT: an f32 weight converts
+  Weight(const float* f32, const TrainWeight& t) : w(f32), forms(t) {
+    if (!forms.plain) forms.plain = f32;
   }
+  // The form a plain product of this precision reads.
+  TensorIn operand(bool bf16) const { return bf16 ? forms.plain : TensorIn(w); }
 };
 
 // out = inp W^T + b; b may be null. t: precision of the products (kernels/matmul.h). inp f32
@@ -119,13 +119,13 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 // FFN's pre-activation kept in bf16: exact per bf16 value, from a table, written rounded).
 void gelu_forward(Tensor out, TensorIn inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
-// In place: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)); no buffer to zero.
-void gelu_backward_inplace(float* d, const float* inp, int64_t n);
-// The same over [rows, cols] in bf16, for the FFN's bf16 backward: dout16 and inp16 widened
-// exactly to f32, d(inp) = dout GELU'(inp) rounded to bf16 into d16 (which may alias dout16)
-// and its column sums added to db (the map's bias gradient), in one pass. Returns d16.
-const uint16_t* gelu_backward_round(uint16_t* d16, float* db, const uint16_t* dout16,
-                                    const uint16_t* inp16, int64_t rows, int64_t cols);
+// In place over [rows, cols]: d holds d(out) on entry and d(inp) on exit (d *= GELU'(inp)), no
+// buffer to zero; d and inp in one dtype, f32 or bf16. bf16 (the FFN's hidden activation in
+// bf16 training): d and inp widened exactly, GELU' looked up per bf16 value, d(inp) rounded,
+// and its column sums added to db in the same pass: db is the bias gradient of the map that
+// reads d, which linear_backward takes from the maker of a bf16 output gradient. f32: db is
+// not touched (linear_backward sums it from the f32 gradient).
+void gelu_backward_inplace(Tensor d, TensorIn inp, int64_t rows, int64_t cols, float* db = nullptr);
 
 // tanh; backward uses the cached output.
 void tanh_forward(float* out, const float* inp, int64_t n);

@@ -105,15 +105,15 @@ struct GradMap {
 
 // The weights' forms a training step's products use, made once per step (after each weight
 // change): the encoder's linear maps packed for their products (train_fwd/train_bwd, in the
-// training precision), and in bf16 training the whole parameter buffer rounded to bfloat16
-// (params16). Maps a parameter pointer to its bfloat16 copy, or to null when there is none.
+// training precision), and the parameter buffer as unpacked products read it (`plain`: in
+// bf16 training rounded to bfloat16 as a whole, Model::bf16_params; in f32 training params
+// itself). Maps a parameter pointer to the same element of `plain` (outside training, where
+// `plain` is empty: to the parameter itself).
 struct TrainWeights {
   const float* params = nullptr;
-  const uint16_t* params16 = nullptr;
+  TensorIn plain;
   bool packed = false;  // the linear maps' train_fwd/train_bwd hold the current weights
-  const uint16_t* operator()(const float* p) const {
-    return params16 ? params16 + (p - params) : nullptr;
-  }
+  TensorIn operator()(const float* p) const { return plain ? plain.at(p - params) : TensorIn(p); }
   // A linear map's weight in every form there is.
   TrainWeight operator()(const Linear& l) const {
     return packed ? TrainWeight{(*this)(l.w), &l.train_fwd, &l.train_bwd} : TrainWeight();

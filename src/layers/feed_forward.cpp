@@ -26,10 +26,7 @@ void FeedForward::backward(float* dx, TensorIn dy, TensorIn x, int64_t R, const 
                   Weight(out.w, wt(out)), second, t);
   // d(h) = d(g) GELU'(h), in place. bf16: b1's gradient summed in the same pass, as the
   // rounded gradient's products take it.
-  if (dG.is(DataType::bf16))
-    gelu_backward_round(dG.bf16(), grad(inter.b), dG.bf16(), a.h.bf16(), R, F);
-  else
-    gelu_backward_inplace(dG.f32(), a.h.f32(), R * F);
+  gelu_backward_inplace(dG, a.h, R, F, grad(inter.b));
   linear_backward(LinearGrads{dx, grad(inter.w), grad(inter.b), into}, dG, x,
                   Weight(inter.w, wt(inter)), first, t);
 }

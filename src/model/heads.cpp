@@ -153,7 +153,7 @@ double Model::Impl::mlm_loss(const int32_t* labels, bool grad, float weight, int
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/V}, train_compute);
   layernorm_backward(d2_, grad_of(lm_ln.w), grad_of(lm_ln.b), d3, c.t2, lm_ln.w, c.mean, c.rstd, M,
                      D, GradInto::overwrite);
-  gelu_backward_inplace(d2_, c.t1, M * D);  // d2_ becomes the gradient of GELU's input
+  gelu_backward_inplace(d2_, c.t1, M, D);  // d2_ becomes the gradient of GELU's input
   linear_backward(LinearGrads{dx, grad_of(lm_dense.w), grad_of(lm_dense.b), GradInto::overwrite},
                   d2_, c.xin, Weight(lm_dense.w, mlm_train_weights()(lm_dense)),
                   LinearDims{/*rows=*/M, /*in=*/D, /*out=*/D}, train_compute);

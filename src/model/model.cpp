@@ -193,7 +193,8 @@ TrainWeights Model::Impl::train_weights() {
     train_packs_current = true;
     head_packs_current = false;
   }
-  return {params.data(), bf16 ? params16.data() : nullptr, /*packed=*/true};
+  return {params.data(), bf16 ? TensorIn(params16.data()) : TensorIn(params.data()),
+          /*packed=*/true};
 }
 
 TrainWeights Model::Impl::mlm_train_weights() {

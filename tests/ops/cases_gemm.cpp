@@ -1,6 +1,6 @@
 // Op cases of kernels/matmul.h's products and roundings: gemm (each transpose, alpha/beta,
-// leading dimensions, bias, the tall weight-gradient shapes), gemm_naive, gemm_batched (and an
-// operand given only in bf16), and the f32 -> bf16 roundings. The products have no backward of
+// leading dimensions, bias, the tall weight-gradient shapes), gemm_batched (and an operand
+// given only in bf16), and the f32 -> bf16 roundings. The products have no backward of
 // their own (linear's is in cases_linear.cpp).
 #include <algorithm>
 
@@ -130,21 +130,6 @@ OpCase gemm_tall(bool perf) {
                           {true, false, 1024, 24, 512, 0, 1.f, 0.f, true}};
   if (perf) ps = {{true, false, 4096, 256, 1024}};
   return gemm_sweep("gemm_tall", ComputeType::f32, ps, gemm_run(ComputeType::f32), 900);
-}
-
-// The engine's own naive GEMM (the reference other tests use), every transpose.
-OpCase gemm_naive_case(bool perf) {
-  std::vector<Prod> ps;
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb)
-      perf ? ps.push_back({ta != 0, tb != 0, 128, 128, 128})
-           : ps.push_back({ta != 0, tb != 0, 13, 11, 17, 3, -1.7f, 0.6f});
-  return gemm_sweep(
-      "gemm_naive", ComputeType::f32, ps,
-      [](const Prod& p, const float* A, const float* B, float* C, const float*) {
-        gemm_naive(p.ta, p.tb, p.M, p.N, p.K, p.alpha, A, p.lda(), B, p.ldb(), p.beta, C, p.ldc());
-      },
-      300);
 }
 
 // Batched products: attention's heads side by side in a row (as in [B, N, H * Dh]), an
@@ -329,10 +314,9 @@ std::vector<CaseMaker> product_cases() {
     v.push_back(gemm_bias_case(t));
     v.push_back(gemm_batched_case(t));
   }
-  // bf16 only: an operand given rounded; f32 only: the tall products, the naive GEMM; the
-  // roundings to bf16.
-  for (auto f : {gemm_batched_a16, gemm_batched_a16_f32, gemm_tall, gemm_naive_case, to_bf16_case,
-                 round_bf16_case, round_batch_case})
+  // bf16 only: an operand given rounded; f32 only: the tall products; the roundings to bf16.
+  for (auto f : {gemm_batched_a16, gemm_batched_a16_f32, gemm_tall, to_bf16_case, round_bf16_case,
+                 round_batch_case})
     v.push_back(f);
   return v;
 }

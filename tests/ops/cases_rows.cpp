@@ -167,7 +167,7 @@ OpCase gelu(bool perf) {
   c.backward = [=](const Inputs& in, const float* dy, Grads& g, GradInto into) {
     if (into == GradInto::add) return gelu_backward(g[0].data(), ptr(in, 0), dy, n);
     std::copy(dy, dy + n, g[0].data());
-    gelu_backward_inplace(g[0].data(), ptr(in, 0), n);
+    gelu_backward_inplace(g[0].data(), ptr(in, 0), 1, n);
   };
   return c;
 }
@@ -202,29 +202,39 @@ OpCase gelu_bf16(bool perf) {
   return c;
 }
 
-// GELU's bf16 backward, in place over dout16 as the FFN runs it: out = [d16 widened, db],
-// rows split between threads and a ragged width.
-OpCase gelu_backward_round_case(bool perf) {
-  const int64_t R = perf ? 4096 : 301, C = perf ? 3072 : 1029, n = R * C;
-  OpCase c = new_case("gelu_backward_round", kBf16, false, dims({R, C}),
-                      {{"h", rnd(n, 31, 3.f)}, {"dout", rnd(n, 32)}, {"db", rnd(C, 33)}}, n + C);
-  c.bytes = 6.0 * n;
-  c.run = [=](const Inputs& in, float* out) {
-    const std::vector<uint16_t> h16 = to16(ptr(in, 0), n);
-    std::vector<uint16_t> d16 = to16(ptr(in, 1), n);
-    std::copy(in[2].v.begin(), in[2].v.end(), out + n);
-    gelu_backward_round(d16.data(), out + n, d16.data(), h16.data(), R, C);
-    widen_n(out, d16.data(), n);
+// GELU's in-place backward over [R, C] as the FFN runs it, rows split between threads and a
+// ragged width: out = [d widened, db]. bf16: d rounded, its column sums added to db; f32: db
+// left alone (linear_backward sums an f32 gradient's).
+CaseMaker gelu_backward_rows(ComputeType t) {
+  return [=](bool perf) {
+    const int64_t R = perf ? 4096 : 301, C = perf ? 3072 : 1029, n = R * C;
+    const bool r16 = t == kBf16;
+    OpCase c = new_case("gelu_backward_inplace", t, false, dims({R, C}),
+                        {{"h", rnd(n, 31, 3.f)}, {"dout", rnd(n, 32)}, {"db", rnd(C, 33)}}, n + C);
+    c.bytes = (r16 ? 6.0 : 12.0) * n;
+    c.run = [=](const Inputs& in, float* out) {
+      std::copy(in[2].v.begin(), in[2].v.end(), out + n);
+      if (!r16) {
+        std::copy(in[1].v.begin(), in[1].v.end(), out);
+        gelu_backward_inplace(out, ptr(in, 0), R, C, out + n);
+        return;
+      }
+      const std::vector<uint16_t> h16 = to16(ptr(in, 0), n);
+      std::vector<uint16_t> d16 = to16(ptr(in, 1), n);
+      gelu_backward_inplace(d16.data(), h16.data(), R, C, out + n);
+      widen_n(out, d16.data(), n);
+    };
+    c.reference = [=](const Inputs& in, double* out) {
+      const auto in16 = [&](double x) { return r16 ? rne(x) : x; };
+      for (int64_t j = 0; j < C; ++j) out[n + j] = in[2].v[j];
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = in16(in[1].v[i]) * gelu_grad_ref(in16(in[0].v[i]));
+        out[i] = in16(d);
+        if (r16) out[n + i % C] += d;
+      }
+    };
+    return c;
   };
-  c.reference = [=](const Inputs& in, double* out) {
-    for (int64_t j = 0; j < C; ++j) out[n + j] = in[2].v[j];
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = rne(in[1].v[i]) * gelu_grad_ref(rne(in[0].v[i]));
-      out[i] = rne(d);
-      out[n + i % C] += d;
-    }
-  };
-  return c;
 }
 
 // Row softmax of scale * x; masked keys (one holding a huge value) get exactly 0, large
@@ -387,7 +397,8 @@ std::vector<CaseMaker> row_cases() {
                               layernorm_backward_rounded,
                               gelu,
                               gelu_bf16,
-                              gelu_backward_round_case,
+                              gelu_backward_rows(kF32),
+                              gelu_backward_rows(kBf16),
                               tanh_case,
                               softmax(false),
                               softmax(true),
