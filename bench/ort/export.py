@@ -25,8 +25,8 @@ second operand is a constant 2-D weight (Q, K, V, attention output, FFN in and o
 com.microsoft DynamicQuantizeMatMul (activation quantized to uint8 at run time over the whole
 tensor, weight int8 symmetric per output channel, zero points 0, the following bias Add folded
 in). Attention (QK^T, softmax, PV), the projection E, LayerNorm, GELU and the embeddings stay f32
-(ORT's dynamic quantization; ours runs attention's products and E on bf16 operands where the CPU has
-AVX512-BF16).
+(ORT's dynamic quantization; ours runs attention's products and E on bf16 operands where bf16
+products are the faster ones, AMX or AMD Zen 4/5, else on f32 operands).
 --reduce-range: 7-bit weights (quantize_dynamic's reduce_range), ORT's advice for CPUs without
 VNNI, where its u8 x s8 product can saturate (compare.py turns it on there).
 
