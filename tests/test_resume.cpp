@@ -292,18 +292,20 @@ TEST(Resume, ATimeLimitIsTheCallsNotTheStoredOne) {
   const std::string d = test::temp_dir("r");
   {
     std::ofstream out(d + "/corpus.txt");
-    for (int i = 0; i < 200; ++i) out << "the river ran past the old mill and the " << i << " houses.\n";
+    for (int i = 0; i < 200; ++i)
+      out << "the river ran past the old mill and the " << i << " houses.\n";
   }
   test::write_text(d + "/config.json", R"({"max_len": 32, "d_model": 16, "n_heads": 2, "d_ff": 32,
       "n_layers": 1, "k": 8})");
   const std::string run = d + "/run";
-  ASSERT_TRUE(run_to_end({"pretrain", "--train", d + "/corpus.txt", "--vocab-size", "60",
-                          "--config", d + "/config.json", "--out", run, "--steps", "6",
-                          "--batch-size", "2", "--log-every", "1", "--eval-every", "0",
-                          "--time-limit", "1e-9"},
-                         d + "/log1"));
+  ASSERT_TRUE(
+      run_to_end({"pretrain", "--train", d + "/corpus.txt", "--vocab-size", "60", "--config",
+                  d + "/config.json", "--out", run, "--steps", "6", "--batch-size", "2",
+                  "--log-every", "1", "--eval-every", "0", "--time-limit", "1e-9"},
+                 d + "/log1"));
   EXPECT_EQ(last_train_step(run), 1) << slurp(d + "/log1");
-  ASSERT_TRUE(run_to_end({"pretrain", "--out", run, "--resume", "--time-limit", "1e-9"}, d + "/log2"));
+  ASSERT_TRUE(
+      run_to_end({"pretrain", "--out", run, "--resume", "--time-limit", "1e-9"}, d + "/log2"));
   EXPECT_EQ(last_train_step(run), 2) << slurp(d + "/log2");
   ASSERT_TRUE(run_to_end({"pretrain", "--out", run, "--resume"}, d + "/log3"));
   EXPECT_EQ(last_train_step(run), 6) << slurp(d + "/log3");

@@ -44,26 +44,27 @@ inline std::vector<ComputeType> compute_types() {
       GTEST_SKIP() << "this CPU has no int8 matmul in oneDNN (needs AVX2)"; \
   } while (0)
 
-// Skips a test of precision t for an attention kind that runs in f32 only, after checking
-// that the model refuses t with an error naming the kind (attention_path.h, runs_precision).
-#define LF_REQUIRE_KIND_RUNS(cfg, t)                                                      \
-  do {                                                                                    \
-    const ::lf::AttentionPath& kind_ = ::lf::attention_path(cfg);                         \
-    if (!kind_.runs_precision(t, false)) {                                                       \
-      ::lf::Model refusing_(cfg);                                                         \
-      EXPECT_THROW(                                                                       \
-          {                                                                               \
-            try {                                                                         \
-              refusing_.set_compute_type(t);                                              \
-            } catch (const ::lf::Error& e) {                                              \
-              EXPECT_NE(std::string(e.what()).find(kind_.name()), std::string::npos)      \
-                  << e.what();                                                            \
-              throw;                                                                      \
-            }                                                                             \
-          },                                                                              \
-          ::lf::Error);                                                                   \
-      GTEST_SKIP() << kind_.name() << " runs in f32 only (refused, as checked)";          \
-    }                                                                                     \
+// Skips a test of inference precision t for an attention kind that does not run it, after
+// checking that the model refuses t with an error naming the kind (attention_path.h,
+// runs_precision).
+#define LF_REQUIRE_KIND_RUNS(cfg, t)                                                              \
+  do {                                                                                            \
+    const ::lf::AttentionPath& kind_ = ::lf::attention_path(cfg);                                 \
+    if (!kind_.runs_precision(t, false)) {                                                        \
+      ::lf::Model refusing_(cfg);                                                                 \
+      EXPECT_THROW(                                                                               \
+          {                                                                                       \
+            try {                                                                                 \
+              refusing_.set_compute_type(t);                                                      \
+            } catch (const ::lf::Error& e) {                                                      \
+              EXPECT_NE(std::string(e.what()).find(kind_.name()), std::string::npos) << e.what(); \
+              throw;                                                                              \
+            }                                                                                     \
+          },                                                                                      \
+          ::lf::Error);                                                                           \
+      GTEST_SKIP() << kind_.name() << " does not run " << ::lf::compute_type_name(t)              \
+                   << " (refused, as checked)";                                                   \
+    }                                                                                             \
   } while (0)
 
 // A fresh, empty temporary folder for one test.

@@ -154,8 +154,7 @@ ComputeType trained_precision(const char* cmd, const Config& cfg, ComputeType t,
                               bool quiet) {
   const AttentionPath& kind = attention_path(cfg);
   if (!automatic || kind.runs_precision(t, true)) return t;
-  say(quiet, "%s: --precision auto: f32 (attention '%s' trains in f32 only)\n", cmd,
-      kind.name());
+  say(quiet, "%s: --precision auto: f32 (attention '%s' trains in f32 only)\n", cmd, kind.name());
   return ComputeType::f32;
 }
 

@@ -67,13 +67,13 @@ std::unique_ptr<RunLock> take_run_folder(const std::string& dir, const char* cmd
 // and a lower --lr)". Nothing of the run is overwritten.
 void check_step_finite(const char* cmd, double loss, double grad_norm, int64_t step,
                        const std::string& run_dir);
-// --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
-// returns its state.json, or null when the run has none yet (it starts from step 0).
 // --precision auto chose t for this CPU; a kind that does not train in t (Nystromformer
 // trains in f32 only) trains in f32, said on stderr. Any other precision is left as asked.
 ComputeType trained_precision(const char* cmd, const Config& cfg, ComputeType t, bool automatic,
                               bool quiet);
 
+// --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
+// returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);
 
 // Progress output of the training commands: printf to stderr unless quiet.
