@@ -19,11 +19,17 @@
 #     save       the newest checkpoint of each pretraining run, with what its resume needs
 #                (run arguments, config, tokenizer, metrics, log, the corpus's checksums), into
 #                STATE (experiments/release-state), to be committed: a machine that comes back
-#                without runs/ restores the runs from there and resumes them exactly
+#                without runs/ restores the runs from there and resumes them. The checkpoint is
+#                kept in experiments/state_pack.py's compact form (f32 weights, AdamW's second
+#                moment in bf16, no first moment: ~36 MB a model instead of ~72), so that a
+#                save replacing the last one stays small in git; such a resume is not bitwise
+#                the uninterrupted run (docs/models.md gives the measured difference)
 #     archive    the runs' small result files into experiments/results/release
 # Environment: DATA (../shared/data), OUT (runs/release), CORPUS (runs/corpus-release),
 #   TIME_LIMIT (seconds per call; 0: none), TOKENS (300000000), ABL_TOKENS (3000000),
-#   PRECISION (f32; give bf16 on a CPU where bf16 products are faster: AMD Zen 4/5, AMX),
+#   PRECISION (auto: bf16 where this CPU runs bf16 products faster, AMD Zen 4/5 or AMX, else
+#   f32; given to every call, a resumed run included, so a run moved to another CPU continues
+#   in that CPU's faster precision; sessions.tsv records what each call ran),
 #   LIN_K, LIN_SHARING, LIN_PROJECTION (linformer-mini's attention: 128, headwise, linear, as
 #   the ablation chose), IMDB_TRAIN (the ablation's IMDB training reviews, 5000),
 #   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores), CONVERT_TOKENS
@@ -37,13 +43,12 @@ CORPUS=${CORPUS:-runs/corpus-release}
 TIME_LIMIT=${TIME_LIMIT:-0}
 TOKENS=${TOKENS:-300000000}
 ABL_TOKENS=${ABL_TOKENS:-3000000}
-PRECISION=${PRECISION:-f32}
+PRECISION=${PRECISION:-auto}
 MODELS=${MODELS:-standard-mini linformer-mini}
 ABL_MODELS=${ABL_MODELS-standard lin-layerwise lin-headwise lin-kv lin-layerwise-pool}
 STATE=${STATE:-experiments/release-state}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-prec=()
-[[ $PRECISION == bf16 ]] && prec=(--bf16)
+prec=(--precision "$PRECISION")
 mkdir -p "$OUT"
 
 # The released size: BERT-Mini (4 layers, d 256, 4 heads, d_ff 1024), n = 512.
@@ -73,7 +78,8 @@ pretrain() {
     echo "$(basename "$run"): done"
   elif [[ -f "$run/train_args.json" ]]; then
     session "$run"
-    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$run.log"
+    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 |
+      tee -a "$run.log"
   else
     mkdir -p "$run"
     session "$run"
@@ -95,12 +101,15 @@ pretrain() {
 # session RUN: one line per call in RUN/sessions.tsv (the model card's hardware and time): when,
 # the CPU, the kernels and oneDNN path it runs, the precision, threads, the step it starts at.
 session() {
-  local run=$1 f=$1/sessions.tsv step cpu kernels
+  local run=$1 f=$1/sessions.tsv step cpu info kernels precision
   [[ -f "$f" ]] || printf 'started\tcpu\tkernels\tprecision\tthreads\tfrom_step\n' > "$f"
   step=$(cat "$run/checkpoints/latest" 2>/dev/null | grep -o '[0-9]*$' || true)
   cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-  kernels=$("$LF" info 2>/dev/null | sed -n 's/^cpu: kernels \([a-z0-9]*\).*/\1/p; s/^cpu: oneDNN.* \([a-z0-9_]*\)$/oneDNN \1/p' | paste -sd' ')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$cpu" "$kernels" "$PRECISION" \
+  info=$("$LF" info 2>/dev/null)
+  kernels=$(sed -n 's/^cpu: kernels \([a-z0-9]*\).*/\1/p; s/^cpu: oneDNN.* \([a-z0-9_]*\)$/oneDNN \1/p' <<<"$info" | paste -sd' ')
+  precision=$PRECISION  # what auto runs here
+  [[ $precision == auto ]] && precision=$(sed -n 's/^cpu: --precision auto runs \([a-z0-9]*\).*/\1/p' <<<"$info")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$cpu" "$kernels" "$precision" \
     "$OMP_NUM_THREADS" "$((10#${step:-0}))" >> "$f"
 }
 
@@ -120,7 +129,13 @@ restore() {
   mkdir -p "$run/checkpoints"
   cp "$saved"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$run/"
   [[ -f "$saved/sessions.tsv" ]] && cp "$saved/sessions.tsv" "$run/"
-  cp -r "$saved/checkpoints/$(cat "$saved/checkpoints/latest")" "$run/checkpoints/"
+  local ckpt
+  ckpt=$(cat "$saved/checkpoints/latest")
+  if [[ -f "$saved/checkpoints/$ckpt/optimizer-v.bf16.safetensors" ]]; then
+    experiments/state_pack.py unpack "$saved/checkpoints/$ckpt" "$run/checkpoints/$ckpt"
+  else  # saved whole (saves before the compact form)
+    cp -r "$saved/checkpoints/$ckpt" "$run/checkpoints/"
+  fi
   cp "$saved/checkpoints/latest" "$run/checkpoints/"
   [[ -f "$saved/log" ]] && cp "$saved/log" "$run.log"
   echo "release.sh: restored $run from $saved ($(cat "$saved/checkpoints/latest"))"
@@ -138,7 +153,7 @@ stage_convert() {
   if finished "$run"; then
     echo "linformer-mini-4k: done"
   elif [[ -f "$run/train_args.json" ]]; then
-    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" 2>&1 | tee -a "$run.log"
+    "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 | tee -a "$run.log"
   else
     local steps=$(( (tokens + 4 * 4096 - 1) / (4 * 4096) ))
     "$LF" pretrain --init-from "$init" --train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" \
@@ -190,7 +205,7 @@ cls() {
   [[ -f "$run/eval.json" ]] && { echo "$(basename "$run"): done"; return 0; }
   mkdir -p "$(dirname "$run")"
   if [[ -f "$run/train_args.json" ]]; then
-    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" >>"$run.log" 2>&1
+    "$LF" finetune --out "$run" --resume --time-limit "$TIME_LIMIT" "${prec[@]}" >>"$run.log" 2>&1
   else
     "$LF" finetune --out "$run" --dev "$dev" --time-limit "$TIME_LIMIT" "${prec[@]}" "$@" \
       >"$run.log" 2>&1
@@ -212,7 +227,7 @@ stage_save() {
     mkdir -p "$dest.tmp/checkpoints"
     cp "$run"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$dest.tmp/"
     [[ -f "$run/sessions.tsv" ]] && cp "$run/sessions.tsv" "$dest.tmp/"
-    cp -r "$run/checkpoints/$latest" "$dest.tmp/checkpoints/"
+    experiments/state_pack.py pack "$run/checkpoints/$latest" "$dest.tmp/checkpoints/$latest"
     echo "$latest" > "$dest.tmp/checkpoints/latest"
     [[ -f "$run.log" ]] && cp "$run.log" "$dest.tmp/log"
     corpus_sums "$CORPUS" > "$dest.tmp/corpus.sha256"

@@ -311,6 +311,64 @@ TEST(Resume, ATimeLimitIsTheCallsNotTheStoredOne) {
   EXPECT_EQ(last_train_step(run), 6) << slurp(d + "/log3");
 }
 
+// A precision given to --resume holds for that call: a run begun in f32 and resumed with
+// --bf16 continues in bf16 (different weights, said on stderr); resumed with --precision f32
+// or with none, it is the same run bit for bit.
+TEST(Resume, APrecisionGivenToResumeHoldsForThatCall) {
+  ASSERT_TRUE(fs::exists(kBin));
+  LF_REQUIRE_BF16();
+  const std::string d = test::temp_dir("r");
+  {
+    std::ofstream out(d + "/corpus.txt");
+    for (int i = 0; i < 200; ++i)
+      out << "the river ran past the old mill and the " << i << " houses.\n";
+  }
+  test::write_text(d + "/config.json", R"({"max_len": 32, "d_model": 16, "n_heads": 2, "d_ff": 32,
+      "n_layers": 1, "k": 8})");
+  ASSERT_TRUE(run_to_end({"pretrain",
+                          "--train",
+                          d + "/corpus.txt",
+                          "--vocab-size",
+                          "60",
+                          "--config",
+                          d + "/config.json",
+                          "--out",
+                          d + "/run",
+                          "--steps",
+                          "5",
+                          "--batch-size",
+                          "2",
+                          "--log-every",
+                          "1",
+                          "--eval-every",
+                          "0",
+                          "--precision",
+                          "f32",
+                          "--time-limit",
+                          "1e-9"},
+                         d + "/log0"));
+  ASSERT_EQ(last_train_step(d + "/run"), 1);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> calls = {
+      {"none", {}}, {"f32", {"--precision", "f32"}}, {"bf16", {"--bf16"}}};
+  std::map<std::string, std::string> weights, logs;
+  for (const auto& [name, extra] : calls) {
+    const std::string run = d + "/" + name;
+    fs::copy(d + "/run", run, fs::copy_options::recursive);
+    std::vector<std::string> args = {"pretrain", "--out", run, "--resume"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(run_to_end(args, d + "/" + name + ".log"));
+    EXPECT_EQ(last_train_step(run), 5);
+    weights[name] = slurp(run + "/model/model.safetensors");
+    logs[name] = slurp(d + "/" + name + ".log");
+    ASSERT_FALSE(weights[name].empty()) << run;
+  }
+  EXPECT_TRUE(weights["none"] == weights["f32"]) << "a resume given f32 is not the plain resume";
+  EXPECT_FALSE(weights["none"] == weights["bf16"]) << "a resume given --bf16 trained in f32";
+  EXPECT_NE(logs["bf16"].find("this call trains in bf16 (the run began in f32)"), std::string::npos)
+      << logs["bf16"];
+  EXPECT_EQ(logs["none"].find("this call trains in"), std::string::npos) << logs["none"];
+}
+
 TEST(Resume, ResumeWithoutARunFolderIsAClearError) {
   ASSERT_TRUE(fs::exists(kBin));
   const std::string d = test::temp_dir("r");

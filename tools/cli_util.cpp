@@ -116,11 +116,12 @@ std::vector<std::string> precision_names(bool inference) {
 }  // namespace
 
 void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
-                          bool inference, bool* automatic) {
+                          bool inference, bool* automatic, bool* given) {
   std::vector<std::string> choices = precision_names(inference);
   choices.insert(choices.begin(), "auto");
-  const auto set = [t, automatic](const std::string& s) {
+  const auto set = [t, automatic, given](const std::string& s) {
     if (automatic) *automatic = s == "auto";
+    if (given) *given = true;
     if (s != "auto") {
       *t = resolve_precision(s);
       return;
@@ -136,20 +137,25 @@ void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, cons
                 ->default_str("f32")
                 ->group(group);
   auto* alias = cmd->add_flag_callback(
-                       "--bf16", [t] { *t = ComputeType::bf16; }, "The same as --precision bf16")
+                       "--bf16",
+                       [t, given] {
+                         *t = ComputeType::bf16;
+                         if (given) *given = true;
+                       },
+                       "The same as --precision bf16")
                     ->group(group);
   p->excludes(alias);
 }
 
-void add_train_compute_option(CLI::App* cmd, ComputeType* t, bool* automatic) {
+void add_train_compute_option(CLI::App* cmd, ComputeType* t, bool* automatic, bool* given) {
   add_precision_option(cmd, t, "Optimiser",
                        "f32, or bf16: mixed precision, bf16 matrix products (AVX-512; "
                        "AVX512-BF16 or AMX run them natively), f32 master weights, gradients "
                        "and optimiser (docs/training.md); auto: bf16 where it is faster (AMX, "
                        "AMD Zen 4/5), else f32 (`linformer info` says which); int8 is for "
                        "inference only; a kind that trains in f32 only (nystrom) trains in f32 "
-                       "under auto",
-                       false, automatic);
+                       "under auto; with --resume, this call's precision",
+                       false, automatic, given);
 }
 
 void set_precision(Model& m, ComputeType t, const std::vector<int64_t>& float_layers) {

@@ -47,11 +47,13 @@ void add_tokenizer_options(CLI::App* cmd, const char* group, std::string* tokeni
                            std::string* tokenizer_type);
 
 // --precision auto|f32|bf16 (and int8 when `inference`) into *t, with --bf16 as an alias of
-// --precision bf16, in `group`; *automatic (if given) says whether "auto" chose it.
+// --precision bf16, in `group`; *automatic (if given) says whether "auto" chose it, *given
+// (if given) whether either option was on the command line.
 void add_precision_option(CLI::App* cmd, ComputeType* t, const char* group, const char* help,
-                          bool inference, bool* automatic = nullptr);
-// --precision for the training commands (mixed precision, in group Optimiser).
-void add_train_compute_option(CLI::App* cmd, ComputeType* t, bool* automatic);
+                          bool inference, bool* automatic = nullptr, bool* given = nullptr);
+// --precision for the training commands (mixed precision, in group Optimiser); a resumed run
+// takes it for that call (*given).
+void add_train_compute_option(CLI::App* cmd, ComputeType* t, bool* automatic, bool* given);
 // --precision and --float-layers for the inference commands (in group Speed).
 void add_compute_option(CLI::App* cmd, ComputeType* t, std::vector<int64_t>* float_layers);
 // Sets the model's inference precision and the layers kept in f32.

@@ -125,7 +125,7 @@ void add_finetune(CLI::App& app) {
                        &o->eval_every, "Steps between dev evaluations (0: each epoch)");
   add_checkpoint_options(cmd, &o->checkpoint_every,
                          "Steps between checkpoints (0: at each evaluation)", &o->time_limit);
-  add_train_compute_option(cmd, &o->precision, &o->precision_auto);
+  add_train_compute_option(cmd, &o->precision, &o->precision_auto, &o->precision_given);
   cmd->add_option("--stop-after", o->stop_after,
                   "Stop after this many steps, with a checkpoint (0: run to the end; --resume "
                   "continues)")

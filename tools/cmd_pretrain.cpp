@@ -83,7 +83,7 @@ void add_pretrain(CLI::App& app) {
       ->capture_default_str()
       ->group("Run");
   add_checkpoint_options(cmd, &o->checkpoint_every, "Steps between checkpoints", &o->time_limit);
-  add_train_compute_option(cmd, &o->precision, &o->precision_auto);
+  add_train_compute_option(cmd, &o->precision, &o->precision_auto, &o->precision_given);
   cmd->add_flag("--quiet", o->quiet, "No progress output")->group("Run");
   cmd->callback([o, resume] {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");

@@ -49,6 +49,9 @@ struct FinetuneOptions {
   // precision came from "auto" (--precision auto): a kind that trains in f32 only then
   // trains in f32 instead of being refused (not saved: the run stores what it chose)
   bool precision_auto = false;
+  // precision was given to this call (--precision/--bf16, Python precision=): a resumed run
+  // then runs this call in it instead of the stored one (not saved)
+  bool precision_given = false;
   int64_t stop_after = 0;        // stop after this many steps of this session, with a
                                  // checkpoint (0: none; not saved: --resume runs to the end)
   bool quiet = false;

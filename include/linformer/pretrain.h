@@ -46,6 +46,9 @@ struct PretrainOptions {
   // precision came from "auto" (--precision auto): a kind that trains in f32 only then
   // trains in f32 instead of being refused (not saved: the run stores what it chose)
   bool precision_auto = false;
+  // precision was given to this call (--precision/--bf16, Python precision=): a resumed run
+  // then runs this call in it instead of the stored one (not saved)
+  bool precision_given = false;
   bool quiet = false;
   bool overwrite = false;  // a new run may replace a run already in `out` (not saved)
   RunHooks hooks;          // for library callers: progress records, stop requests (not saved)

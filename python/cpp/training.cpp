@@ -139,6 +139,7 @@ Options run_options(const char* cmd, const Options& defaults, const py::dict& kw
   Options o = options_from(defaults, kw, flags, lists);
   o.quiet = flags->quiet || (!callback.is_none() && !kw.contains("quiet"));
   o.overwrite = flags->overwrite;
+  o.precision_given = kw.contains("precision");  // resume=True runs this call in it
   if (o.out.empty()) throw py::value_error(std::string(cmd) + ": out (the run folder) is required");
   as_value_error([&] { o.validate(); });
   if (resume) require_path(o.out, "run folder", true);

@@ -278,6 +278,7 @@ FinetuneResult finetune(const FinetuneOptions& opt_in, bool resume) {
     opt.time_limit = opt_in.time_limit;  // a limit is this call's, not the stored one
     opt.hooks = opt_in.hooks;
     opt.out = opt_in.out;  // the folder may have been moved
+    take_call_precision("finetune", opt_in, &opt);
   }
   if (!root) opt.quiet = true;
   LF_CHECK(!opt.train.empty(), "finetune: no training data (--train)");

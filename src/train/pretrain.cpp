@@ -186,6 +186,8 @@ PretrainResult pretrain(const PretrainOptions& opt_in, bool resume) {
     opt.quiet = opt_in.quiet;
     opt.hooks = opt_in.hooks;
     opt.time_limit = opt_in.time_limit;
+    opt.out = opt_in.out;  // the folder may have been moved or copied
+    take_call_precision("pretrain", opt_in, &opt);
   }
   if (!root) opt.quiet = true;
   validate_run_options("pretrain", opt, resume, opt_in.out);

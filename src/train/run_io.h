@@ -72,6 +72,20 @@ void check_step_finite(const char* cmd, double loss, double grad_norm, int64_t s
 ComputeType trained_precision(const char* cmd, const Config& cfg, ComputeType t, bool automatic,
                               bool quiet);
 
+// --resume with a precision given to the call (--precision/--bf16, Python precision=): that
+// call runs in it, not in the one stored in RUN/train_args.json (which keeps the first choice),
+// so that a run moved to a CPU where another precision is faster continues in it; said on
+// stderr unless quiet. The master weights and moments are f32 in every precision.
+template <typename Options>
+void take_call_precision(const char* cmd, const Options& call, Options* run) {
+  if (!call.precision_given) return;
+  if (!call.quiet && call.precision != run->precision)
+    std::fprintf(stderr, "%s --resume: this call trains in %s (the run began in %s)\n", cmd,
+                 compute_type_name(call.precision), compute_type_name(run->precision));
+  run->precision = call.precision;
+  run->precision_auto = call.precision_auto;
+}
+
 // --resume: loads the newest checkpoint of run_dir and says so on stderr (unless quiet);
 // returns its state.json, or null when the run has none yet (it starts from step 0).
 nlohmann::json resume_latest(const std::string& run_dir, Model& model, AdamW& opt, bool quiet);

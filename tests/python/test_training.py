@@ -3,6 +3,7 @@ weights bitwise), report progress to a callback, and stop cleanly on Ctrl-C."""
 import json
 import os
 import random
+import shutil
 import signal
 import threading
 
@@ -79,6 +80,32 @@ def test_pretrain_equals_cli(workdir, corpus):
     # The final model is a model folder with its tokenizer.
     m = linformer.Model(f"{py_run}/model")
     assert m.tokenizer is not None and m.vocab_size == m.tokenizer.vocab_size
+
+
+def test_resume_with_a_precision_runs_that_call_in_it(workdir, corpus):
+    # A run begun in f32 and stopped after one step, copied three times and resumed: with no
+    # precision and with precision="f32" it is the same run bit for bit; with "bf16" (where the
+    # CPU trains in bf16) that call trains in bf16, so the weights differ.
+    if "bf16" not in linformer.precisions():
+        pytest.skip("this CPU does not run bf16")
+    text, _ = corpus
+    # Large enough that its FFN's products run in bf16 (smaller ones stay f32 in every precision).
+    config = workdir / "prec.json"
+    config.write_text(json.dumps({"max_len": 32, "d_model": 64, "n_heads": 2, "d_ff": 128,
+                                  "n_layers": 1, "k": 8}))
+    first = str(workdir / "prec_first")
+    linformer.pretrain(train=text, config=str(config), out=first, precision="f32", time_limit=1e-9,
+                       quiet=True, **PRETRAIN)
+    weights = {}
+    for name, extra in [("none", {}), ("f32", {"precision": "f32"}), ("bf16", {"precision": "bf16"})]:
+        run = str(workdir / f"prec_{name}")
+        shutil.copytree(first, run)
+        r = linformer.pretrain(out=run, resume=True, quiet=True, **extra)
+        assert r["steps_done"] == 12
+        weights[name] = read_safetensors(f"{run}/model/model.safetensors")
+    for n in weights["none"]:
+        np.testing.assert_array_equal(weights["none"][n], weights["f32"][n], err_msg=n)
+    assert any(not np.array_equal(weights["none"][n], weights["bf16"][n]) for n in weights["none"])
 
 
 FINETUNE_CLI = ["--vocab-size", 40, "--batch-size", 16, "--epochs", 2, "--lr", 3e-3, "--seed", 3,
