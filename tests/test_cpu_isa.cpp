@@ -117,6 +117,29 @@ TEST(CpuIsa, AutoPrecisionPicksBf16OnlyWhereItIsFaster) {
   test::expect_error([] { resolve_precision("fp16"); }, {"fp16", "auto", "f32", "bf16", "int8"});
 }
 
+// oneDNN capped below the CPU's bf16 units (ONEDNN_MAX_CPU_ISA=AVX2 on an AMX or Zen 4 CPU)
+// runs no fast bf16 products: auto is f32 there and says why, and int8 keeps attention's
+// products in f32 instead of asking oneDNN for bf16 ones it cannot build.
+TEST(CpuIsa, AutoPrecisionFollowsACappedOneDnn) {
+  if (auto_precision().precision != ComputeType::bf16)
+    GTEST_SKIP() << "auto runs f32 on this CPU already";
+  const std::string dir = test::temp_dir("cpu_isa");
+  test::CliRun r = test::run_cli(dir, "info", "", "ONEDNN_MAX_CPU_ISA=AVX2");
+  ASSERT_EQ(r.code, 0) << test::show(r);
+  EXPECT_NE(r.out.find("--precision auto runs f32 (oneDNN is capped at avx2"), std::string::npos)
+      << r.out;
+  r = test::run_cli(dir, "init --set max_len=512 --set d_model=64 --set n_heads=2 --set d_ff=128 "
+                         "--set n_layers=1 --set attention=standard --out " + dir + "/m");
+  ASSERT_EQ(r.code, 0) << test::show(r);
+  for (const char* p : {"auto", "int8"}) {
+    r = test::run_cli(dir,
+                      std::string("forward --model ") + dir + "/m --random-batch 4 512 --out " +
+                          dir + "/out.safetensors --no-logits --precision " + p,
+                      "", "ONEDNN_MAX_CPU_ISA=AVX2");
+    EXPECT_EQ(r.code, 0) << p << ": " << test::show(r);
+  }
+}
+
 // The program: `info` names the level, LINFORMER_ISA forces every level this CPU has, and an
 // unknown or missing one fails with the reason before anything runs.
 TEST(CpuIsa, ProgramPrintsAndObeysTheChoice) {

@@ -229,7 +229,22 @@ CpuPaths cpu_paths() {
 
 AutoPrecision auto_precision() {
   AutoPrecision a;
-  a.precision = isa::auto_precision(isa::this_cpu(), &a.reason);
+  const isa::CpuFeatures& f = isa::this_cpu();
+  a.precision = isa::auto_precision(f, &a.reason);
+  // oneDNN's effective ISA (its masks include the bits of the ISAs below): capped by
+  // ONEDNN_MAX_CPU_ISA below the unit that makes bf16 fast, it runs no fast bf16 products
+  // (below AVX-512 none at all), and bf16 would be slower or refused.
+  const auto has = [](dnnl_cpu_isa_t want) {
+    return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & static_cast<unsigned>(want)) ==
+           static_cast<unsigned>(want);
+  };
+  const bool amx = f.amx_bf16 && f.os_amx;
+  if (a.precision == ComputeType::bf16 &&
+      !has(amx ? dnnl_cpu_isa_avx512_core_amx : dnnl_cpu_isa_avx512_core_bf16)) {
+    a.precision = ComputeType::f32;
+    a.reason = "oneDNN is capped at " + onednn_isa_name() + " (ONEDNN_MAX_CPU_ISA), below the " +
+               (amx ? "AMX tiles" : "bf16 units") + " that make bf16 faster";
+  }
   return a;
 }
 
