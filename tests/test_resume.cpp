@@ -285,11 +285,9 @@ TEST(Resume, KillNineThenResumeEqualsUninterruptedRun) {
   std::printf("resume test took %.1f s\n", secs);
 }
 
-// --time-limit is the call's: a run stopped by a tiny limit, resumed without one, runs to the
-// end; resumed with one, it stops on it.
-TEST(Resume, ATimeLimitIsTheCallsNotTheStoredOne) {
-  ASSERT_TRUE(fs::exists(kBin));
-  const std::string d = test::temp_dir("r");
+// A tiny pretraining in folder d (its corpus and config written there): the arguments of its
+// first call, which writes into run and ends after `steps` steps.
+std::vector<std::string> tiny_pretraining(const std::string& d, const std::string& run, int steps) {
   {
     std::ofstream out(d + "/corpus.txt");
     for (int i = 0; i < 200; ++i)
@@ -297,12 +295,34 @@ TEST(Resume, ATimeLimitIsTheCallsNotTheStoredOne) {
   }
   test::write_text(d + "/config.json", R"({"max_len": 32, "d_model": 16, "n_heads": 2, "d_ff": 32,
       "n_layers": 1, "k": 8})");
+  return {"pretrain",
+          "--train",
+          d + "/corpus.txt",
+          "--vocab-size",
+          "60",
+          "--config",
+          d + "/config.json",
+          "--out",
+          run,
+          "--steps",
+          std::to_string(steps),
+          "--batch-size",
+          "2",
+          "--log-every",
+          "1",
+          "--eval-every",
+          "0"};
+}
+
+// --time-limit is the call's: a run stopped by a tiny limit, resumed without one, runs to the
+// end; resumed with one, it stops on it.
+TEST(Resume, ATimeLimitIsTheCallsNotTheStoredOne) {
+  ASSERT_TRUE(fs::exists(kBin));
+  const std::string d = test::temp_dir("r");
   const std::string run = d + "/run";
-  ASSERT_TRUE(
-      run_to_end({"pretrain", "--train", d + "/corpus.txt", "--vocab-size", "60", "--config",
-                  d + "/config.json", "--out", run, "--steps", "6", "--batch-size", "2",
-                  "--log-every", "1", "--eval-every", "0", "--time-limit", "1e-9"},
-                 d + "/log1"));
+  std::vector<std::string> first = tiny_pretraining(d, run, 6);
+  first.insert(first.end(), {"--time-limit", "1e-9"});
+  ASSERT_TRUE(run_to_end(first, d + "/log1"));
   EXPECT_EQ(last_train_step(run), 1) << slurp(d + "/log1");
   ASSERT_TRUE(
       run_to_end({"pretrain", "--out", run, "--resume", "--time-limit", "1e-9"}, d + "/log2"));
@@ -318,35 +338,9 @@ TEST(Resume, APrecisionGivenToResumeHoldsForThatCall) {
   ASSERT_TRUE(fs::exists(kBin));
   LF_REQUIRE_BF16();
   const std::string d = test::temp_dir("r");
-  {
-    std::ofstream out(d + "/corpus.txt");
-    for (int i = 0; i < 200; ++i)
-      out << "the river ran past the old mill and the " << i << " houses.\n";
-  }
-  test::write_text(d + "/config.json", R"({"max_len": 32, "d_model": 16, "n_heads": 2, "d_ff": 32,
-      "n_layers": 1, "k": 8})");
-  ASSERT_TRUE(run_to_end({"pretrain",
-                          "--train",
-                          d + "/corpus.txt",
-                          "--vocab-size",
-                          "60",
-                          "--config",
-                          d + "/config.json",
-                          "--out",
-                          d + "/run",
-                          "--steps",
-                          "5",
-                          "--batch-size",
-                          "2",
-                          "--log-every",
-                          "1",
-                          "--eval-every",
-                          "0",
-                          "--precision",
-                          "f32",
-                          "--time-limit",
-                          "1e-9"},
-                         d + "/log0"));
+  std::vector<std::string> first = tiny_pretraining(d, d + "/run", 5);
+  first.insert(first.end(), {"--precision", "f32", "--time-limit", "1e-9"});
+  ASSERT_TRUE(run_to_end(first, d + "/log0"));
   ASSERT_EQ(last_train_step(d + "/run"), 1);
   const std::vector<std::pair<std::string, std::vector<std::string>>> calls = {
       {"none", {}}, {"f32", {"--precision", "f32"}}, {"bf16", {"--bf16"}}};
