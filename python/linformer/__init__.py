@@ -43,7 +43,8 @@ _TRAIN_DOC = """{what}
 
 Every option of `linformer {cmd}` is a keyword argument of the same name with
 underscores (--batch-size -> batch_size); values and checks are the command's.
-resume=True continues the run in `out` from its newest checkpoint, exactly.
+resume=True continues the run in `out` from its newest checkpoint, exactly; its options come
+from the run, except time_limit and precision when given (that call runs in them).
 
 callback   None: progress lines are printed on stderr, as the command prints them.
            A function: called with each record the run appends to RUN/metrics.jsonl
