@@ -27,7 +27,7 @@ struct DropoutMask {
     // With AVX-512 (the active level's keep32, isa_kernels.h): 32 elements per hash vector once
     // the index is a multiple of 4; the same bits as the scalar loop below.
     const auto keep32 = isa::kernels().dropout_keep32;
-    if (keep32 && threshold <= 0xFFFFu) {
+    if (keep32 && fits16()) {
       int64_t i = i0;
       for (; i < i1 && ((first + i) & 3) != 0; ++i)
         f(i, keep_scalar(static_cast<uint64_t>(first + i)));
@@ -49,6 +49,10 @@ struct DropoutMask {
       f(i, ((h >> (16 * (j & 3))) & 0xFFFFu) >= threshold);
     }
   }
+  // Whether the threshold fits the vector kernels' 16-bit compare (p < 1 - 2^-17).
+  bool fits16() const { return threshold <= 0xFFFFu; }
+  // The mask index of buffer element i.
+  uint64_t index(int64_t i) const { return static_cast<uint64_t>(first + i); }
   bool keep_scalar(uint64_t j) const {
     return ((rng_bits_keyed(key, j >> 2) >> (16 * (j & 3))) & 0xFFFFu) >= threshold;
   }

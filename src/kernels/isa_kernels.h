@@ -18,7 +18,8 @@ namespace lf::isa {
 //   baseline    x86-64 (SSE2): scalar or auto-vectorised code
 //   avx2        AVX2 + FMA (x86-64-v3's vector part): 8-lane exp/GELU, the 16-query attention kernel
 //   avx512      AVX-512 F, DQ, BW, VL, CD (x86-64-v4): 16 lanes, the 32-query attention
-//               kernel, the dropout mask's vector hash, gathers for the bf16 GELU tables
+//               kernel, the dropout mask's vector hash and dropout kernels, gathers for the
+//               bf16 GELU tables
 //   avx512bf16  avx512 + AVX512-BF16: bf16 rounding in hardware, attention on bf16 operands
 enum class Level : int { baseline = 0, avx2 = 1, avx512 = 2, avx512bf16 = 3 };
 constexpr int kLevels = 4;
@@ -53,6 +54,18 @@ struct Kernels {
   // Bit k: whether dropout mask element j + k (j a multiple of 4) is kept, k < 32
   // (DropoutMask::keep32, dropout_mask.h); null where the level has no vector form.
   uint32_t (*dropout_keep32)(uint64_t key, uint64_t j, uint32_t threshold);
+  // The dropout kernels of ops.h over n elements whose mask indices start at j (any j; key and
+  // threshold DropoutMask's, threshold <= 0xFFFF), scale = 1 / (1 - p): out = keep ? inp *
+  // scale : 0; dinp = keep ? base + dout * scale : base (base: dinp with add, else 0);
+  // out16 = bf16_round(keep ? inp * scale : 0) and, g non-null, g = keep ? g * scale : 0.
+  // The scalar loops' bits (ops_rows.cpp); null where the level has no vector form
+  // (isa/dropout_kernels.cpp).
+  void (*dropout_forward_n)(float* out, const float* inp, int64_t n, uint64_t key, uint64_t j,
+                            uint32_t threshold, float scale);
+  void (*dropout_backward_n)(float* dinp, const float* dout, int64_t n, uint64_t key, uint64_t j,
+                             uint32_t threshold, float scale, bool add);
+  void (*dropout_round_n)(uint16_t* out16, const float* inp, float* g, int64_t n, uint64_t key,
+                          uint64_t j, uint32_t threshold, float scale);
   // int8 inference's row passes (quantize.h): one row quantized (T int8_t: q; uint8_t: q + 128)
   // with its scale; one row of an int8 product's epilogue (op 0 store, 1 GELU, 2 accumulate).
   void (*quantize_row_s8)(int8_t* q, float* scale, const float* x, int64_t n, int qmax);

@@ -149,11 +149,11 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
                      uint64_t stream, int64_t first = 0);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
                       uint64_t stream, int64_t first = 0, GradInto into = GradInto::add);
-// Attention dropout in bf16 training, under dropout_forward's mask for (seed, stream): out16 =
-// bf16(dropout(inp)) (the probabilities that multiply V), and, when g is given, g = dropout(g)
-// in place (their gradient, in backward), one mask draw serving both.
+// Attention dropout in bf16 training, under dropout_forward's mask for (seed, stream, first):
+// out16 = bf16(dropout(inp)) (the probabilities that multiply V), and, when g is given, g =
+// dropout(g) in place (their gradient, in backward), one mask draw serving both.
 void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float p, uint64_t seed,
-                   uint64_t stream);
+                   uint64_t stream, int64_t first = 0);
 
 // The embedding sum of B sequences of N tokens, C features; position t of a sequence uses
 // row t + pos_offset of the position table.

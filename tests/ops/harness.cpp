@@ -14,8 +14,8 @@ namespace {
 
 std::vector<CaseMaker> all_makers() {
   std::vector<CaseMaker> all;
-  for (auto list : {product_cases, linear_cases, row_cases, attention_cases, projection_cases,
-                    attention_block_cases, int8_cases})
+  for (auto list : {product_cases, linear_cases, row_cases, dropout_cases, attention_cases,
+                    projection_cases, attention_block_cases, int8_cases})
     for (CaseMaker& m : list()) all.push_back(std::move(m));
   return all;
 }

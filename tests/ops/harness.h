@@ -109,6 +109,7 @@ inline void add_per_dtype(std::vector<CaseMaker>& v, const Dtypes& dtypes,
 std::vector<CaseMaker> product_cases();          // cases_gemm.cpp
 std::vector<CaseMaker> linear_cases();           // cases_linear.cpp
 std::vector<CaseMaker> row_cases();              // cases_rows.cpp
+std::vector<CaseMaker> dropout_cases();          // cases_dropout.cpp
 std::vector<CaseMaker> attention_cases();        // cases_attention.cpp
 std::vector<CaseMaker> projection_cases();       // cases_projection.cpp
 std::vector<CaseMaker> attention_block_cases();  // cases_attention_block.cpp

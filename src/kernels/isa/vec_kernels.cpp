@@ -33,6 +33,19 @@ void layernorm_backward_row(float* dx, float* pw, float* pb, const float* g, con
                             const float* w, float m, float rs, int64_t C, bool add);
 void add3_n(float* y, const float* a, const float* b, const float* c, int64_t n);
 void add_n(float* acc, const float* x, int64_t n);
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
+// dropout_kernels.cpp
+uint32_t dropout_keep32(uint64_t key, uint64_t j, uint32_t threshold);
+void dropout_forward_n(float* out, const float* inp, int64_t n, uint64_t key, uint64_t j,
+                       uint32_t threshold, float scale);
+void dropout_backward_n(float* dinp, const float* dout, int64_t n, uint64_t key, uint64_t j,
+                        uint32_t threshold, float scale, bool add);
+void dropout_round_n(uint16_t* out16, const float* inp, float* g, int64_t n, uint64_t key,
+                     uint64_t j, uint32_t threshold, float scale);
+#define LF_DROPOUT(f) f
+#else
+#define LF_DROPOUT(f) nullptr
+#endif
 
 namespace {
 
@@ -84,26 +97,6 @@ void mul_lookup_f32(float* buf, const uint16_t* idx, const float* table, int64_t
   for (; c < n; ++c) buf[c] *= table[idx[c]];
 }
 
-#if defined(__AVX512DQ__) && defined(__AVX512BW__)
-// The eight SplitMix64 hashes of the groups from j / 4 at once (rng_bits_keyed's on 64-bit
-// lanes), each lane's four 16-bit fields compared with the threshold.
-uint32_t dropout_keep32(uint64_t key, uint64_t j, uint32_t threshold) {
-  __m512i x = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key + (j >> 2))),
-                               _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-  x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<int64_t>(0x9E3779B97F4A7C15ull)));
-  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
-                         _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
-  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
-                         _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
-  x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
-  return static_cast<uint32_t>(
-      _mm512_cmpge_epu16_mask(x, _mm512_set1_epi16(static_cast<int16_t>(threshold))));
-}
-#define LF_DROPOUT_KEEP32 dropout_keep32
-#else
-#define LF_DROPOUT_KEEP32 nullptr
-#endif
-
 #if defined(LF_VM_AVX2) || defined(__AVX512F__)
 #define LF_ATTN_BF16 attn_block::LF_ISA_NS::has_bf16()
 #define LF_ATTN_WORK attn_block::LF_ISA_NS::work_floats
@@ -133,7 +126,10 @@ const Kernels& table() {
       vm::round_and_sum_row,
       lookup_u16,
       mul_lookup_f32,
-      LF_DROPOUT_KEEP32,
+      LF_DROPOUT(dropout_keep32),
+      LF_DROPOUT(dropout_forward_n),
+      LF_DROPOUT(dropout_backward_n),
+      LF_DROPOUT(dropout_round_n),
       quantize_row_s8,
       quantize_row_u8,
       dequantize_row,
