@@ -363,6 +363,48 @@ TEST(Resume, APrecisionGivenToResumeHoldsForThatCall) {
   EXPECT_EQ(logs["none"].find("this call trains in"), std::string::npos) << logs["none"];
 }
 
+// SIGTERM and SIGINT stop a run after the current step with a checkpoint at that step, said on
+// stderr with the resume command, exit 128 + the signal; --resume continues from there.
+TEST(Resume, ASignalStopsAfterTheStepWithACheckpoint) {
+  ASSERT_TRUE(fs::exists(kBin));
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const std::string d = test::temp_dir(sig == SIGTERM ? "term" : "int"), run = d + "/run";
+    const pid_t pid = spawn(tiny_pretraining(d, run, 1000000), d + "/log");
+    ASSERT_GT(pid, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (last_train_step(run) < 3 &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(pid, sig);
+    int st = 0;  // the run must end by itself within 60 s; else it is killed and fails
+    const auto t1 = std::chrono::steady_clock::now();
+    while (::waitpid(pid, &st, WNOHANG) != pid) {
+      if (std::chrono::steady_clock::now() - t1 > std::chrono::seconds(60)) {
+        ::kill(pid, SIGKILL);
+        wait_status(pid);
+        FAIL() << "the run went on after the signal:\n" << slurp(d + "/log");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const std::string log = slurp(d + "/log");
+    ASSERT_TRUE(WIFEXITED(st)) << "status " << st << "\n" << log;
+    EXPECT_EQ(WEXITSTATUS(st), 128 + sig) << log;
+    const int64_t step = last_train_step(run);
+    ASSERT_GE(step, 3) << log;
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+    EXPECT_EQ(slurp(run + "/checkpoints/latest").substr(0, 13), name) << log;
+    EXPECT_NE(log.find(std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                       " at step " + std::to_string(step) + " with a checkpoint"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("linformer pretrain --out " + run + " --resume"), std::string::npos) << log;
+    ASSERT_TRUE(
+        run_to_end({"pretrain", "--out", run, "--resume", "--time-limit", "1e-9"}, d + "/log2"));
+    EXPECT_EQ(last_train_step(run), step + 1) << slurp(d + "/log2");
+  }
+}
+
 TEST(Resume, ResumeWithoutARunFolderIsAClearError) {
   ASSERT_TRUE(fs::exists(kBin));
   const std::string d = test::temp_dir("r");

@@ -1,8 +1,13 @@
 #include "cli_util.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -14,6 +19,52 @@
 #include "linformer/models.h"
 
 namespace lf::cli {
+
+namespace {
+std::atomic<int> g_stop_signal{0};
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void on_stop_signal(int sig) {
+  int expected = 0;
+  if (!g_stop_signal.compare_exchange_strong(expected, sig)) {  // the second: at once
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  static const char msg[] =
+      "linformer: stopping after this step with a checkpoint (signal again to stop at once)\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+}
+}  // namespace
+
+StopOnSignals::StopOnSignals(RunHooks* hooks) {
+  g_stop_signal = 0;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+  hooks->stop_requested = [] { return g_stop_signal.load() != 0; };
+}
+
+StopOnSignals::~StopOnSignals() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+int StopOnSignals::signal() const { return g_stop_signal.load(); }
+
+void exit_stopped(const char* cmd, int sig, int64_t step, const std::string& out) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "%s: stopped by %s at step %lld with a checkpoint; continue with `linformer %s "
+               "--out %s --resume`\n",
+               cmd, sig == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(step), cmd,
+               out.c_str());
+  std::exit(128 + sig);
+}
 
 CLI::Validator in_range(double lo, double hi) {
   auto fmt = [](double v) {

@@ -13,6 +13,7 @@
 #include "linformer/classify_data.h"
 #include "linformer/compute_type.h"
 #include "linformer/optim.h"
+#include "linformer/run.h"
 
 namespace lf::cli {
 
@@ -120,5 +121,22 @@ class TextChunks {
 
 // Output for JSON lines: stdout for "" or "-", else the file (option names it in errors).
 std::FILE* open_output(const std::string& path, const char* option);
+
+// The training commands' SIGINT and SIGTERM: the first asks the run to stop after the current
+// step with a checkpoint (hooks->stop_requested; the folder stays complete and --resume
+// continues it), said on stderr; a second ends the program at once. Restores the previous
+// handlers when destroyed. signal(): the signal that asked for the stop, or 0.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(RunHooks* hooks);
+  ~StopOnSignals();
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+  int signal() const;
+};
+// After a run that a signal stopped: "<cmd>: stopped by SIGNAL at step S with a checkpoint;
+// continue with `linformer <cmd> --out OUT --resume`" on stderr, then exits with 128 + the
+// signal's number, as a shell reports an interrupted program.
+[[noreturn]] void exit_stopped(const char* cmd, int sig, int64_t step, const std::string& out);
 
 }  // namespace lf::cli

@@ -29,7 +29,8 @@ void add_finetune(CLI::App& app) {
       "      --max-len 128 --epochs 3 --out runs/sst2\n"
       "  linformer finetune --config configs/small-linformer.json --set max_len=4096 \\\n"
       "      --train imdb/train.tsv --dev imdb/val.tsv --truncate head+tail --out runs/imdb\n"
-      "A killed run continues with `linformer finetune --out RUN --resume`.\n"
+      "A killed run continues with `linformer finetune --out RUN --resume`; Ctrl-C or\n"
+      "SIGTERM stops it after the current step with a checkpoint (exit 130/143).\n"
       "Data-parallel on several processes or machines (docs/distributed.md): `OMP_NUM_THREADS=1\n"
       "mpirun -np 2 linformer finetune ... --batch-size 16` runs 2 ranks; --batch-size is per\n"
       "rank (the global batch is ranks x batch x grad-accum) and the run equals one process\n"
@@ -137,8 +138,10 @@ void add_finetune(CLI::App& app) {
       throw CLI::ValidationError("--init-from", "the pretrained folder's config is used; "
                                                 "--config applies to training from scratch "
                                                 "(--set may still override keys)");
+    const StopOnSignals stop(&o->hooks);
     FinetuneResult r = finetune(*o, *resume);
     if (distributed_info().rank != 0) return;  // rank 0 reports
+    if (stop.signal() && r.stopped) exit_stopped("finetune", stop.signal(), r.steps_done, o->out);
     std::printf("finetune: %lld/%lld steps in %s, %.1f examples/s, activations %.1f MB",
                 static_cast<long long>(r.steps_done), static_cast<long long>(r.total_steps),
                 format_duration(r.seconds).c_str(), r.examples_per_second,

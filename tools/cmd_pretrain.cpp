@@ -14,7 +14,8 @@ void add_pretrain(CLI::App& app) {
       "Masked-language-model pretraining on plain text (one document per line).\n"
       "Writes into --out: the tokenizer, config.json, train_args.json, metrics.jsonl,\n"
       "loss.svg, checkpoints/ (resumable) and model/ (the final model).\n"
-      "A killed run continues exactly with `linformer pretrain --out RUN --resume`.");
+      "A killed run continues exactly with `linformer pretrain --out RUN --resume`;\n"
+      "Ctrl-C or SIGTERM stops it after the current step with a checkpoint (exit 130/143).");
   cmd->footer(
       "Data-parallel on several processes or machines (docs/distributed.md):\n"
       "  OMP_NUM_THREADS=1 mpirun -np 2 linformer pretrain --train corpus.txt \\\n"
@@ -89,8 +90,10 @@ void add_pretrain(CLI::App& app) {
     if (!*resume && o->train.empty()) throw CLI::ValidationError("--train", "a corpus is required");
     if (!*resume && o->config.empty() && o->init_from.empty())
       throw CLI::ValidationError("--config", "give --config or --init-from");
+    const StopOnSignals stop(&o->hooks);
     PretrainResult r = pretrain(*o, *resume);
     if (distributed_info().rank != 0) return;  // rank 0 reports
+    if (stop.signal() && r.stopped) exit_stopped("pretrain", stop.signal(), r.steps_done, o->out);
     if (!r.evaluated)  // a resumed run that had finished: nothing ran, nothing was measured
       std::printf("pretrain: the run in %s had already finished its %lld steps; nothing ran "
                   "(its model is in %s/model)\n",
