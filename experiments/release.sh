@@ -113,6 +113,11 @@ session() {
     "$OMP_NUM_THREADS" "$((10#${step:-0}))" >> "$f"
 }
 
+# experiments/state_pack.py (the saved state's compact form) reads safetensors with numpy.
+need_numpy() {
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || { apt-get update && apt-get install -y python3-numpy; }
+}
+
 # corpus_sums CORPUS: the checksums of the corpus a run reads (its data order follows them).
 corpus_sums() { (cd "$1" && sha256sum train.txt valid.txt); }
 
@@ -132,6 +137,7 @@ restore() {
   local ckpt
   ckpt=$(cat "$saved/checkpoints/latest")
   if [[ -f "$saved/checkpoints/$ckpt/optimizer-v.bf16.safetensors" ]]; then
+    need_numpy
     experiments/state_pack.py unpack "$saved/checkpoints/$ckpt" "$run/checkpoints/$ckpt"
   else  # saved whole (saves before the compact form)
     cp -r "$saved/checkpoints/$ckpt" "$run/checkpoints/"
@@ -227,6 +233,7 @@ stage_save() {
     mkdir -p "$dest.tmp/checkpoints"
     cp "$run"/{train_args.json,config.json,tokenizer.model,metrics.jsonl} "$dest.tmp/"
     [[ -f "$run/sessions.tsv" ]] && cp "$run/sessions.tsv" "$dest.tmp/"
+    need_numpy
     experiments/state_pack.py pack "$run/checkpoints/$latest" "$dest.tmp/checkpoints/$latest"
     echo "$latest" > "$dest.tmp/checkpoints/latest"
     [[ -f "$run.log" ]] && cp "$run.log" "$dest.tmp/log"
