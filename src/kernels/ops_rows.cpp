@@ -66,6 +66,20 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
 // The dropout kernels run the level's vector form (isa_kernels.h: dropout_*_n) on each chunk
 // where it has one and the threshold fits its 16-bit compare; else the scalar loops below,
 // whose bits those forms give.
+namespace {
+// Parallel chunks [i0, i1) of n elements: vec(i0, i1) where has_vec and the mask fits the
+// vector forms, else scalar(i, keep) for each element.
+template <typename Vec, typename Scalar>
+void dropout_chunks(int64_t n, const DropoutMask& mask, bool has_vec, const Vec& vec,
+                    const Scalar& scalar) {
+  const bool v = has_vec && mask.fits16();
+  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
+    if (v) return vec(i0, i1);
+    mask.for_range(i0, i1, scalar);
+  });
+}
+}  // namespace
+
 void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed,
                      uint64_t stream, int64_t first) {
   PhaseScope ps(Phase::elementwise);
@@ -75,13 +89,13 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
   }
   const float keep_scale = 1.f / (1.f - p);
   const DropoutMask mask(p, seed, stream, first);
-  const auto vec = mask.fits16() ? isa::kernels().dropout_forward_n : nullptr;
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    if (vec)
-      return vec(out + i0, inp + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold, keep_scale);
-    mask.for_range(i0, i1,
-                   [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
-  });
+  const auto vec = isa::kernels().dropout_forward_n;
+  dropout_chunks(
+      n, mask, vec != nullptr,
+      [&](int64_t i0, int64_t i1) {
+        vec(out + i0, inp + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold, keep_scale);
+      },
+      [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
@@ -97,16 +111,17 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
   }
   const float keep_scale = 1.f / (1.f - p);
   const DropoutMask mask(p, seed, stream, first);
-  const auto vec = mask.fits16() ? isa::kernels().dropout_backward_n : nullptr;
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    if (vec)
-      return vec(dinp + i0, dout + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold,
-                 keep_scale, add);
-    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
-      const float base = add ? dinp[i] : 0.f;
-      dinp[i] = keep ? base + dout[i] * keep_scale : base;
-    });
-  });
+  const auto vec = isa::kernels().dropout_backward_n;
+  dropout_chunks(
+      n, mask, vec != nullptr,
+      [&](int64_t i0, int64_t i1) {
+        vec(dinp + i0, dout + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold, keep_scale,
+            add);
+      },
+      [&](int64_t i, bool keep) {
+        const float base = add ? dinp[i] : 0.f;
+        dinp[i] = keep ? base + dout[i] * keep_scale : base;
+      });
 }
 
 void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float p, uint64_t seed,
@@ -118,16 +133,17 @@ void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float
   }
   const float keep_scale = 1.f / (1.f - p);
   const DropoutMask mask(p, seed, stream, first);
-  const auto vec = mask.fits16() ? isa::kernels().dropout_round_n : nullptr;
-  parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    if (vec)
-      return vec(out16 + i0, inp + i0, g ? g + i0 : nullptr, i1 - i0, mask.key, mask.index(i0),
-                 mask.threshold, keep_scale);
-    mask.for_range(i0, i1, [&](int64_t i, bool keep) {
-      out16[i] = vm::bf16_round(keep ? inp[i] * keep_scale : 0.f);
-      if (g) g[i] = keep ? g[i] * keep_scale : 0.f;
-    });
-  });
+  const auto vec = isa::kernels().dropout_round_n;
+  dropout_chunks(
+      n, mask, vec != nullptr,
+      [&](int64_t i0, int64_t i1) {
+        vec(out16 + i0, inp + i0, g ? g + i0 : nullptr, i1 - i0, mask.key, mask.index(i0),
+            mask.threshold, keep_scale);
+      },
+      [&](int64_t i, bool keep) {
+        out16[i] = vm::bf16_round(keep ? inp[i] * keep_scale : 0.f);
+        if (g) g[i] = keep ? g[i] * keep_scale : 0.f;
+      });
 }
 
 namespace {

@@ -49,6 +49,19 @@ inline void for_blocks(int64_t n, uint64_t key, uint64_t j, uint32_t threshold, 
   for (; i < n; i += 32) op(i, first_lanes(n - i), keep_bits(key, j + i, threshold));
 }
 
+// for_blocks by 16-lane halves: op(i, lanes, keep) for the elements [i, i + 16) of each half
+// that holds any (lanes: those that exist; keep: their mask bits).
+template <typename Op>
+inline void for_halves(int64_t n, uint64_t key, uint64_t j, uint32_t threshold, const Op& op) {
+  for_blocks(n, key, j, threshold, [&](int64_t i, uint32_t lanes, uint32_t keep) {
+    for (int h = 0; h < 2; ++h) {
+      const auto lm = static_cast<__mmask16>(lanes >> (16 * h));
+      if (lm == 0) break;
+      op(i + 16 * h, lm, static_cast<__mmask16>(keep >> (16 * h)));
+    }
+  });
+}
+
 // vm::bf16_round of sixteen floats, in the low 16 bits of their 32-bit lanes: NaN lanes
 // (|u| > inf) give (u >> 16) | 0x40, the others (u + 0x7FFF + ((u >> 16) & 1)) >> 16.
 inline __m512i bf16_round16(__m512 v) {
@@ -70,35 +83,25 @@ uint32_t dropout_keep32(uint64_t key, uint64_t j, uint32_t threshold) {
 void dropout_forward_n(float* out, const float* inp, int64_t n, uint64_t key, uint64_t j,
                        uint32_t threshold, float scale) {
   const __m512 sc = _mm512_set1_ps(scale);
-  for_blocks(n, key, j, threshold, [&](int64_t i, uint32_t lanes, uint32_t keep) {
-    for (int h = 0; h < 2; ++h) {
-      const __mmask16 lm = static_cast<__mmask16>(lanes >> (16 * h));
-      if (lm == 0) break;
-      const __mmask16 km = static_cast<__mmask16>(keep >> (16 * h));
-      const __m512 x = _mm512_maskz_loadu_ps(lm, inp + i + 16 * h);
-      _mm512_mask_storeu_ps(out + i + 16 * h, lm, _mm512_maskz_mul_ps(km, x, sc));
-    }
+  for_halves(n, key, j, threshold, [&](int64_t i, __mmask16 lm, __mmask16 km) {
+    const __m512 x = _mm512_maskz_loadu_ps(lm, inp + i);
+    _mm512_mask_storeu_ps(out + i, lm, _mm512_maskz_mul_ps(km, x, sc));
   });
 }
 
 void dropout_backward_n(float* dinp, const float* dout, int64_t n, uint64_t key, uint64_t j,
                         uint32_t threshold, float scale, bool add) {
   const __m512 sc = _mm512_set1_ps(scale);
-  for_blocks(n, key, j, threshold, [&](int64_t i, uint32_t lanes, uint32_t keep) {
-    for (int h = 0; h < 2; ++h) {
-      const __mmask16 lm = static_cast<__mmask16>(lanes >> (16 * h));
-      if (lm == 0) break;
-      const __mmask16 km = static_cast<__mmask16>(keep >> (16 * h));
-      float* d = dinp + i + 16 * h;
-      // dout * scale + base in kept lanes, base in the others (overwrite: base 0, and x + 0
-      // as the scalar loop adds it, so -0 becomes +0 there too). The masked add is a
-      // builtin, never contracted with the product into a fused multiply-add. The product is
-      // its first operand, as in the scalar loop's 32-element blocks (GCC 12): where both
-      // are NaN, the result is the product's NaN.
-      const __m512 base = add ? _mm512_maskz_loadu_ps(lm, d) : _mm512_setzero_ps();
-      const __m512 prod = _mm512_mul_ps(_mm512_maskz_loadu_ps(lm, dout + i + 16 * h), sc);
-      _mm512_mask_storeu_ps(d, lm, _mm512_mask_add_ps(base, km, prod, base));
-    }
+  for_halves(n, key, j, threshold, [&](int64_t i, __mmask16 lm, __mmask16 km) {
+    float* d = dinp + i;
+    // dout * scale + base in kept lanes, base in the others (overwrite: base 0, and x + 0
+    // as the scalar loop adds it, so -0 becomes +0 there too). The masked add is a
+    // builtin, never contracted with the product into a fused multiply-add. The product is
+    // its first operand, as in the scalar loop's 32-element blocks (GCC 12): where both
+    // are NaN, the result is the product's NaN.
+    const __m512 base = add ? _mm512_maskz_loadu_ps(lm, d) : _mm512_setzero_ps();
+    const __m512 prod = _mm512_mul_ps(_mm512_maskz_loadu_ps(lm, dout + i), sc);
+    _mm512_mask_storeu_ps(d, lm, _mm512_mask_add_ps(base, km, prod, base));
   });
 }
 
