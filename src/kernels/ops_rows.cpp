@@ -67,15 +67,18 @@ void softmax_backward(float* dinp, const float* p, const float* dout, int64_t ro
 // where it has one and the threshold fits its 16-bit compare; else the scalar loops below,
 // whose bits those forms give.
 namespace {
-// Parallel chunks [i0, i1) of n elements: vec(i0, i1) where has_vec and the mask fits the
-// vector forms, else scalar(i, keep) for each element.
+// Parallel chunks [i0, i1) of n elements under the mask of (p, seed, stream, first) and the
+// scale 1 / (1 - p) of the kept elements: vec(i0, i1, mask, scale) where has_vec and the mask
+// fits the vector forms, else scalar(i, keep, scale) for each element.
 template <typename Vec, typename Scalar>
-void dropout_chunks(int64_t n, const DropoutMask& mask, bool has_vec, const Vec& vec,
-                    const Scalar& scalar) {
+void dropout_chunks(int64_t n, float p, uint64_t seed, uint64_t stream, int64_t first, bool has_vec,
+                    const Vec& vec, const Scalar& scalar) {
+  const float keep_scale = 1.f / (1.f - p);
+  const DropoutMask mask(p, seed, stream, first);
   const bool v = has_vec && mask.fits16();
   parallel_for(0, n, kGrainElems, [&](int64_t i0, int64_t i1) {
-    if (v) return vec(i0, i1);
-    mask.for_range(i0, i1, scalar);
+    if (v) return vec(i0, i1, mask, keep_scale);
+    mask.for_range(i0, i1, [&](int64_t i, bool keep) { scalar(i, keep, keep_scale); });
   });
 }
 }  // namespace
@@ -87,15 +90,13 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
     if (out != inp) std::copy(inp, inp + n, out);
     return;
   }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, first);
   const auto vec = isa::kernels().dropout_forward_n;
   dropout_chunks(
-      n, mask, vec != nullptr,
-      [&](int64_t i0, int64_t i1) {
+      n, p, seed, stream, first, vec != nullptr,
+      [&](int64_t i0, int64_t i1, const DropoutMask& mask, float keep_scale) {
         vec(out + i0, inp + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold, keep_scale);
       },
-      [&](int64_t i, bool keep) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
+      [&](int64_t i, bool keep, float keep_scale) { out[i] = keep ? inp[i] * keep_scale : 0.f; });
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed,
@@ -109,16 +110,14 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
     });
     return;
   }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, first);
   const auto vec = isa::kernels().dropout_backward_n;
   dropout_chunks(
-      n, mask, vec != nullptr,
-      [&](int64_t i0, int64_t i1) {
+      n, p, seed, stream, first, vec != nullptr,
+      [&](int64_t i0, int64_t i1, const DropoutMask& mask, float keep_scale) {
         vec(dinp + i0, dout + i0, i1 - i0, mask.key, mask.index(i0), mask.threshold, keep_scale,
             add);
       },
-      [&](int64_t i, bool keep) {
+      [&](int64_t i, bool keep, float keep_scale) {
         const float base = add ? dinp[i] : 0.f;
         dinp[i] = keep ? base + dout[i] * keep_scale : base;
       });
@@ -131,16 +130,14 @@ void dropout_round(uint16_t* out16, const float* inp, float* g, int64_t n, float
     vm::to_bf16_n(out16, inp, n);
     return;
   }
-  const float keep_scale = 1.f / (1.f - p);
-  const DropoutMask mask(p, seed, stream, first);
   const auto vec = isa::kernels().dropout_round_n;
   dropout_chunks(
-      n, mask, vec != nullptr,
-      [&](int64_t i0, int64_t i1) {
+      n, p, seed, stream, first, vec != nullptr,
+      [&](int64_t i0, int64_t i1, const DropoutMask& mask, float keep_scale) {
         vec(out16 + i0, inp + i0, g ? g + i0 : nullptr, i1 - i0, mask.key, mask.index(i0),
             mask.threshold, keep_scale);
       },
-      [&](int64_t i, bool keep) {
+      [&](int64_t i, bool keep, float keep_scale) {
         out16[i] = vm::bf16_round(keep ? inp[i] * keep_scale : 0.f);
         if (g) g[i] = keep ? g[i] * keep_scale : 0.f;
       });
