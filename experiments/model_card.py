@@ -64,6 +64,35 @@ def sessions(run):
         return list(csv.DictReader(f, delimiter="\t"))
 
 
+def precision_history(sess, args):
+    """What the run trained in, from its sessions: 'f32' or 'f32 to step 4,272, then bf16'."""
+    spans = []  # [precision, first step]
+    for row in sess:
+        p = row.get("precision") or args.get("precision", "f32")
+        if not spans or spans[-1][0] != p:
+            spans.append([p, int(row.get("from_step") or 0)])
+    if len(spans) <= 1:
+        return spans[0][0] if spans else args.get("precision", "f32")
+    parts = [f"{p} to step {spans[i + 1][1]:,}" for i, (p, _) in enumerate(spans[:-1])]
+    return ", then ".join(parts) + f", then {spans[-1][0]}"
+
+
+def test_perplexities(run):
+    """[(n, ppl of the f32 weights, ppl of the released bf16 copy or None, tokens)] from the
+    RUN/test-nN.json and RUN/test-nN-bf16.json files of `linformer perplexity` on the held-out
+    test part (experiments/release.sh release)."""
+    out = []
+    for path in glob.glob(os.path.join(run, "test-n*.json")):
+        base = os.path.basename(path)[len("test-n"):-len(".json")]
+        if not base.isdigit():
+            continue
+        f32 = load_json(path)
+        b = os.path.join(run, f"test-n{base}-bf16.json")
+        out.append((int(base), f32["ppl"], load_json(b)["ppl"] if os.path.isfile(b) else None,
+                    f32.get("tokens", 0)))
+    return sorted(out)
+
+
 def describe(cfg):
     size = (f"{cfg['n_layers']} layers, d_model {cfg['d_model']}, {cfg['n_heads']} heads, "
             f"d_ff {cfg['d_ff']}, vocabulary {cfg.get('vocab_size', '?')}, "
@@ -111,15 +140,16 @@ def card(a):
     sess = sessions(a.run)
     cpus = sorted({s["cpu"] for s in sess}) or ["not recorded"]
     kernels = sorted({s["kernels"] for s in sess})
-    precision = args.get("precision", "f32")
+    precision = precision_history(sess, args)
     threads = sorted({s["threads"] for s in sess})
     ft = finetune_table(a.finetune)
-    twin_ft, twin_ppl, twin_name = {}, None, None
+    twin_ft, twin_ppl, twin_name, twin_test = {}, None, None, {}
     if a.twin:
         twin_name, twin_run = a.twin.split("=", 1)
         twin_ft = finetune_table(a.finetune.replace(a.name, twin_name)) if a.finetune else {}
         p = os.path.join(twin_run, "perplexity.json")
         twin_ppl = load_json(p) if os.path.isfile(p) else None
+        twin_test = {n: f32 for n, f32, _, _ in test_perplexities(twin_run)}
 
     tags = ["linformer", "fill-mask", "feature-extraction", "efficient-attention"]
     lines = ["---", "license: gpl-3.0", "language:", "- en", "library_name: linformer",
@@ -166,6 +196,12 @@ def card(a):
     if ppl:
         row = f"| validation perplexity (n {ppl['seq_len']}, {ppl['tokens']:,} tokens) | {ppl['ppl']:.2f} |"
         lines.append(row + (f" {twin_ppl['ppl']:.2f} |" if twin_ppl else (" - |" if twin_name else "")))
+    for n, f32, bf16, ntok in test_perplexities(a.run):
+        twin = f" {twin_test[n]:.2f} |" if n in twin_test else (" - |" if twin_name else "")
+        lines.append(f"| test perplexity (n {n}, {ntok:,} tokens, f32 weights) | {f32:.2f} |" + twin)
+        if bf16 is not None:
+            lines.append(f"| test perplexity (n {n}), the released {a.storage} weights | "
+                         f"{bf16:.2f} ({(bf16 / f32 - 1) * 100:+.2f}%) |" + (" - |" if twin_name else ""))
     for task in sorted(set(ft) | set(twin_ft)):
         label = {"sst2": "SST-2 dev accuracy, %", "imdb": "IMDB validation accuracy, %"}.get(
             task, f"{task} accuracy, %")

@@ -160,11 +160,16 @@ class CardGenerator(unittest.TestCase):
         with open(os.path.join(self.run_dir, "sessions.tsv"), "w") as f:
             f.write("started\tcpu\tkernels\tprecision\tthreads\tfrom_step\n"
                     "2026-11-29T09:13:00Z\tIntel(R) Xeon(R) Processor\tavx512bf16\tf32\t1\t0\n"
-                    "2026-11-30T09:00:00Z\tAMD EPYC 9R14\tavx512bf16\tf32\t1\t20\n")
+                    "2026-11-30T09:00:00Z\tAMD EPYC 9R14\tavx512bf16\tbf16\t1\t20\n"
+                    "2026-12-01T09:00:00Z\tAMD EPYC 9R14\tavx512bf16\tbf16\t1\t25\n")
         self.put(self.run_dir, "perplexity.json", {"ppl": 123.456, "seq_len": 128, "tokens": 4096})
         twin = os.path.join(self.tmp, "runs", "pre", "tiny-std")
         os.makedirs(twin)
         self.put(twin, "perplexity.json", {"ppl": 120.0, "seq_len": 128, "tokens": 4096})
+        # Held-out test perplexities: the f32 weights, the released bf16 copy, the twin's.
+        self.put(self.run_dir, "test-n128.json", {"ppl": 130.0, "seq_len": 128, "tokens": 8192})
+        self.put(self.run_dir, "test-n128-bf16.json", {"ppl": 131.3, "seq_len": 128, "tokens": 8192})
+        self.put(twin, "test-n128.json", {"ppl": 125.0, "seq_len": 128, "tokens": 8192})
         for name, accs in (("tiny-lin", (0.80, 0.82)), ("tiny-std", (0.83, 0.83))):
             for seed, acc in enumerate(accs, 1):
                 d = os.path.join(self.tmp, "runs", "cls", f"sst2-{name}-s{seed}")
@@ -200,7 +205,10 @@ class CardGenerator(unittest.TestCase):
             text = f.read()
         self.assertIn("15,360 (30 steps of 4 x 128 tokens)", text)  # 30 * 4 * 128
         self.assertIn("1.5 hours of training", text)  # 1800 s + 3600 s
-        self.assertIn("across 2 session(s)", text)
+        self.assertIn("across 3 session(s)", text)
+        self.assertIn("| precision | f32 to step 20, then bf16 |", text)
+        self.assertIn("| test perplexity (n 128, 8,192 tokens, f32 weights) | 130.00 | 125.00 |", text)
+        self.assertIn("the released bf16 weights | 131.30 (+1.00%) |", text)
         self.assertIn("AMD EPYC 9R14; Intel(R) Xeon(R) Processor", text)
         self.assertIn("k = 16 (headwise sharing", text)
         self.assertIn("| 123.46 | 120.00 |", text)
