@@ -99,5 +99,44 @@ TEST(CliModels, InitFromAStandardFolderMakesALongerLinformer) {
     EXPECT_TRUE(same_param(a, *m, name)) << name;
 }
 
+// A Linformer made longer: its projections, [k, max_len], no longer fit and start afresh (as
+// projection_init says), named in the output; every other tensor is the folder's.
+TEST(CliModels, InitFromALinformerFolderMakesItLonger) {
+  const std::string dir = test::temp_dir("cli");
+  const Config c = linformer_configs()[0];
+  Model a(c);
+  randomise(a, 9);
+  save_model(a, dir + "/lin");
+  const int64_t longer = 2 * c.max_len;
+  const test::CliRun r = run_cli(dir, "init --from '" + dir + "/lin' --set max_len=" +
+                                          std::to_string(longer) +
+                                          " --set projection_init=mean_pool --out '" + dir +
+                                          "/long'");
+  ASSERT_EQ(r.code, 0) << show(r);
+  EXPECT_NE(r.out.find("shaped otherwise in the file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kv_proj.weight: [4, 16] -> [4, 32]"), std::string::npos) << r.out;
+  auto m = load_model(dir + "/long");
+  EXPECT_EQ(m->config().max_len, longer);
+  for (const ParamInfo& p : m->params()) {
+    if (p.name.find("kv_proj") != std::string::npos) {
+      EXPECT_EQ(p.shape.back(), longer) << p.name;  // fresh, at the new length
+    } else if (p.name.find("position_embeddings") == std::string::npos) {
+      EXPECT_TRUE(same_param(a, *m, p.name)) << p.name;
+    }
+  }
+  // A plain load (forward, finetune) still refuses the other shapes, naming a tensor.
+  Model b(m->config());
+  EXPECT_THROW(
+      {
+        try {
+          load_weights(b, dir + "/lin/model.safetensors");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("' has shape ["), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
 }  // namespace
 }  // namespace lf

@@ -33,7 +33,9 @@ void add_init(CLI::App& app) {
   cmd->footer(
       "Weights follow docs/model.md (Initialisation) and depend only on --seed. With --from,\n"
       "every tensor found in FILE is taken from it (names and shapes must match the config)\n"
-      "and only the Linformer projections and the heads it lacks are initialised: this turns\n"
+      "and only the Linformer projections and the heads it lacks, or holds in another shape\n"
+      "(a Linformer's [k, max_len] projections after --set max_len or --set k, a classifier\n"
+      "with other classes), are initialised: this turns\n"
       "a Hugging Face RoBERTa model.safetensors into a complete folder (docs/checkpoint.md).\n"
       "--from a Hugging Face RoBERTa or BERT folder (config.json, model.safetensors and the\n"
       "tokenizer files) takes the configuration from its config.json (standard attention;\n"
@@ -131,6 +133,7 @@ void add_init(CLI::App& app) {
       lo.init_missing = true;
       lo.seed = o->seed;
       lo.extend_positions = true;
+      lo.init_reshaped = true;
       rep = load_weights(model, weights, lo);
     }
     save_model(model, o->out);
@@ -150,7 +153,10 @@ void add_init(CLI::App& app) {
                     static_cast<long long>(rep.positions_from),
                     static_cast<long long>(rep.positions_to),
                     static_cast<long long>(rep.positions_from));
-      print_list("freshly initialised (not in the file)", rep.initialised);
+      print_list("freshly initialised (not in the file, or shaped otherwise there)",
+                 rep.initialised);
+      print_list("shaped otherwise in the file (another max_len, k or number of classes)",
+                 rep.reshaped);
       print_list("ignored (in the file, not used by this model)", rep.ignored);
     }
   });

@@ -21,11 +21,19 @@ struct LoadOptions {
   // table is full (Longformer's recipe, Beltagy et al. 2020, section 5). Positions the file
   // has keep their values, so inputs within the old length give the same outputs.
   bool extend_positions = false;
+  // A parameter that may be freshly initialised (as for init_missing) whose shape in the file
+  // differs from the model's (a Linformer projection [k, max_len] of a model made longer or
+  // given another k, a classifier with another number of classes) is initialised afresh
+  // instead of refused, and reported in LoadReport::reshaped.
+  bool init_reshaped = false;
 };
 
 struct LoadReport {
   std::vector<std::string> initialised;  // parameters not in the file, freshly initialised
   std::vector<std::string> ignored;      // tensors in the file the model does not use
+  // With init_reshaped: parameters whose shape in the file differs, freshly initialised
+  // (also listed in `initialised`), each as "name: [file shape] -> [model shape]".
+  std::vector<std::string> reshaped;
   // With extend_positions: the learned positions in the file and in the model (both 0 when
   // the table was not extended).
   int64_t positions_from = 0, positions_to = 0;

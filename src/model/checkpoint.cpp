@@ -131,6 +131,11 @@ LoadReport load_weights(Model& model, const std::string& path, const LoadOptions
                ": it holds no learned position to extend from");
       rep.positions_from = t.shape[0] - offset;
       rep.positions_to = p.shape[0] - offset;
+    } else if (opt.init_reshaped && t.shape != p.shape && may_init(p.name)) {
+      rep.initialised.push_back(p.name);
+      rep.reshaped.push_back(p.name + ": " + shape_to_string(t.shape) + " -> " +
+                             shape_to_string(p.shape));
+      continue;  // not used: the file's tensor lands in `ignored`
     } else {
       LF_CHECK(t.shape == p.shape, path, ": tensor '", fname, "' has shape ",
              shape_to_string(t.shape), ", expected ", shape_to_string(p.shape),
