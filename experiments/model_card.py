@@ -115,6 +115,20 @@ def finetune_table(pattern):
     return out
 
 
+def finetune_recipe(pattern):
+    """The finetuning recipe, read from the first finetuning run's train_args.json."""
+    for path in sorted(glob.glob(pattern)) if pattern else []:
+        args_path = os.path.join(os.path.dirname(path), "train_args.json")
+        if os.path.isfile(args_path):
+            t = load_json(args_path)
+            lr = t.get("lr")
+            lr = f"{lr:g}" if isinstance(lr, (int, float)) else "?"
+            return ("Finetuning recipe (every released model alike): `experiments/release.sh "
+                    f"finetune`, AdamW lr {lr}, {t.get('epochs', '?')} epoch(s), "
+                    "seeds as counted above.")
+    return "Not finetuned yet: `experiments/release.sh finetune`."
+
+
 def mean_spread(values):
     if not values:
         return "-"
@@ -149,6 +163,8 @@ def card(a):
         twin_ft = finetune_table(a.finetune.replace(a.name, twin_name)) if a.finetune else {}
         p = os.path.join(twin_run, "perplexity.json")
         twin_ppl = load_json(p) if os.path.isfile(p) else None
+        if twin_ppl and ppl and twin_ppl.get("seq_len") != ppl.get("seq_len"):
+            twin_ppl = None  # measured at another length: not comparable
         twin_test = {n: f32 for n, f32, _, _ in test_perplexities(twin_run)}
 
     tags = ["linformer", "fill-mask", "feature-extraction", "efficient-attention"]
@@ -207,8 +223,7 @@ def card(a):
             task, f"{task} accuracy, %")
         row = f"| {label} | {mean_spread(ft.get(task, []))} |"
         lines.append(row + (f" {mean_spread(twin_ft.get(task, []))} |" if twin_name else ""))
-    lines += ["", "Finetuning recipe (every released model alike): `experiments/release.sh "
-              "finetune`, AdamW lr 1e-4, 2 epochs.", "",
+    lines += ["", finetune_recipe(a.finetune), "",
               "## Intended uses", "",
               "Research on efficient attention and a starting point for English text "
               "classification or embeddings on CPUs, where a small encoder that reads long "

@@ -16,6 +16,12 @@
 #                (init --from, positions copied), then CONVERT_TOKENS of pretraining at n 4096
 #     finetune   every finished model on SST-2 and IMDB (n 512; linformer-mini-4k on whole
 #                reviews), seeds SEEDS, one recipe for all; each scored with `evaluate`
+#     release    each finished model as a release folder RELEASE_DIR/NAME (models/NAME): the
+#                weights stored in bf16 (experiments/export_model.py), config, tokenizer, the
+#                held-out test perplexity of the f32 weights and of the bf16 copy (what the
+#                storage costs; n 512 to 4096 for linformer-mini-4k), and the model card
+#                written from the run's files (experiments/model_card.py), checked by
+#                scripts/check_model_card.py
 #     save       the newest checkpoint of each pretraining run, with what its resume needs
 #                (run arguments, config, tokenizer, metrics, log, the corpus's checksums), into
 #                STATE (experiments/release-state), to be committed: a machine that comes back
@@ -33,9 +39,10 @@
 #   LIN_K, LIN_SHARING, LIN_PROJECTION (linformer-mini's attention: 128, headwise, linear, as
 #   the ablation chose), IMDB_TRAIN (the ablation's IMDB training reviews, 5000),
 #   OMP_NUM_THREADS (threads per run; 1 when two runs share the two cores), CONVERT_TOKENS
-#   (30000000), CONVERT_K (256), SEEDS ("1 2 3"), EPOCHS (2).
+#   (30000000), CONVERT_K (256), SEEDS ("1 2 3"), EPOCHS (2), MAX_TRAIN (finetuning examples;
+#   0: all; a small number rehearses the finetune stage quickly), RELEASE_DIR (models).
 set -euo pipefail
-stage=${1:?usage: experiments/release.sh ablation|corpus|pretrain|convert|finetune|save|archive [BINARY]}
+stage=${1:?usage: experiments/release.sh ablation|corpus|pretrain|convert|finetune|release|save|archive [BINARY]}
 LF=${2:-build/linformer}
 DATA=${DATA:-../shared/data}
 OUT=${OUT:-runs/release}
@@ -152,19 +159,23 @@ stage_convert() {
   finished "$std" || { echo "convert: standard-mini is not pretrained yet" >&2; return 0; }
   [[ -f "$init/model.safetensors" ]] ||
     "$LF" init --from "$std/model" --set attention=linformer --set max_len=4096 \
-      --set k="${CONVERT_K:-256}" --set sharing=layerwise --set projection_init=mean_pool \
+      --set k="${CONVERT_K:-256}" --set sharing="${LIN_SHARING:-headwise}" \
+      --set projection_init=mean_pool \
       --out "$init"
   local tokens=${CONVERT_TOKENS:-30000000} run=$OUT/pre/linformer-mini-4k
   restore "$run" "$CORPUS"
   if finished "$run"; then
     echo "linformer-mini-4k: done"
   elif [[ -f "$run/train_args.json" ]]; then
+    session "$run"
     "$LF" pretrain --out "$run" --resume --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 | tee -a "$run.log"
   else
+    mkdir -p "$run"
+    session "$run"
     local steps=$(( (tokens + 4 * 4096 - 1) / (4 * 4096) ))
     "$LF" pretrain --init-from "$init" --train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" \
       --cache-dir "$OUT/pre/cache-4k" --out "$run" --seq-len 4096 --batch-size 4 \
-      --steps "$steps" --lr 2e-4 --warmup-steps $((steps / 50)) --eval-every $((steps / 20)) \
+      --steps "$steps" --lr 2e-4 --warmup-steps $((steps / 50)) --eval-every $((steps / 20 + 1)) \
       --eval-batches 10 --checkpoint-every $(( 4000000 / (4 * 4096) )) --log-every 20 --seed 1 \
       --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 | tee "$run.log"
   fi
@@ -183,23 +194,24 @@ stage_convert() {
 # IMDB (all 20,000 training reviews) head+tail to 512 tokens, batch 16, or whole reviews up to
 # 4096 tokens for linformer-mini-4k (batch 4 x 4). Scored on SST-2 dev / IMDB val.
 stage_finetune() {
-  local m seed run epochs=${EPOCHS:-2}
+  local m seed run epochs=${EPOCHS:-2} few=()
+  (( ${MAX_TRAIN:-0} > 0 )) && few=(--max-train "$MAX_TRAIN")
   for m in standard-mini linformer-mini linformer-mini-4k; do
     finished "$OUT/pre/$m" || { echo "finetune: $m is not pretrained yet"; continue; }
     for seed in ${SEEDS:-1 2 3}; do
       run=$OUT/cls/sst2-$m-s$seed
       cls "$run" "$DATA/sst2/dev.tsv" --init-from "$OUT/pre/$m/model" \
         --train "$DATA/sst2/train.tsv" --max-len 64 --batch-size 32 --epochs "$epochs" \
-        --lr 1e-4 --seed "$seed"
+        --lr 1e-4 --seed "$seed" "${few[@]}"
       run=$OUT/cls/imdb-$m-s$seed
       if [[ $m == *-4k ]]; then
         cls "$run" "$DATA/imdb/val.tsv" --init-from "$OUT/pre/$m/model" \
           --train "$DATA/imdb/train.tsv" --max-len 4096 --truncate head+tail --batch-size 4 \
-          --grad-accum 4 --epochs "$epochs" --lr 1e-4 --seed "$seed"
+          --grad-accum 4 --epochs "$epochs" --lr 1e-4 --seed "$seed" "${few[@]}"
       else
         cls "$run" "$DATA/imdb/val.tsv" --init-from "$OUT/pre/$m/model" \
           --train "$DATA/imdb/train.tsv" --max-len 512 --truncate head+tail --batch-size 16 \
-          --epochs "$epochs" --lr 1e-4 --seed "$seed"
+          --epochs "$epochs" --lr 1e-4 --seed "$seed" "${few[@]}"
       fi
     done
   done
@@ -219,6 +231,45 @@ cls() {
   [[ -d "$run/model" ]] &&
     "$LF" evaluate --model "$run/best" --data "$dev" --json "$run/eval.json" >>"$run.log" 2>&1
   return 0
+}
+
+# The held-out test part's perplexity at each N of "$@" of MODEL_DIR into RUN/test-nN$SUFFIX.json.
+test_ppl() {
+  local model=$1 run=$2 suffix=$3 n; shift 3
+  for n in "$@"; do
+    [[ -f "$run/test-n$n$suffix.json" ]] ||
+      "$LF" perplexity --model "$model" --text "$CORPUS/test.txt" --seq-len "$n" --seed 1 \
+        --quiet --json-out "$run/test-n$n$suffix.json" >/dev/null
+  done
+}
+
+stage_release() {
+  local m run dest tmp ns extra
+  need_numpy
+  for m in standard-mini linformer-mini linformer-mini-4k; do
+    run=$OUT/pre/$m
+    finished "$run" || { echo "release: $m is not pretrained yet"; continue; }
+    dest=${RELEASE_DIR:-models}/$m
+    tmp=$OUT/release-tmp/$m  # written whole, then moved: a stopped call leaves no half folder
+    rm -rf "$tmp"
+    experiments/export_model.py "$run/model" "$tmp" --dtype bf16
+    ns=(512) extra=()
+    case $m in
+      linformer-mini) extra=(--twin "standard-mini=$OUT/pre/standard-mini") ;;
+      linformer-mini-4k)
+        ns=(512 1024 2048 4096)
+        extra=(--twin "standard-mini=$OUT/pre/standard-mini" --parent standard-mini) ;;
+    esac
+    rm -f "$run"/test-n*-bf16.json  # the copy is new: measure it again
+    test_ppl "$run/model" "$run" "" "${ns[@]}"
+    test_ppl "$tmp" "$run" -bf16 "${ns[@]}"
+    experiments/model_card.py --name "$m" --run "$run" --out "$tmp" --storage bf16 \
+      --finetune "$OUT/cls/*-$m-s*/eval.json" "${extra[@]}"
+    scripts/check_model_card.py "$tmp"
+    mkdir -p "$(dirname "$dest")"
+    rm -rf "$dest" && mv "$tmp" "$dest"
+    echo "release: $dest ($(du -sh "$dest" | cut -f1))"
+  done
 }
 
 stage_save() {
@@ -330,6 +381,7 @@ case $stage in
   pretrain) stage_corpus; stage_pretrain ;;
   convert) stage_corpus; stage_convert ;;
   finetune) stage_finetune ;;
+  release) stage_release ;;
   save) stage_save ;;
   archive) stage_archive ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;

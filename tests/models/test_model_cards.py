@@ -175,6 +175,7 @@ class CardGenerator(unittest.TestCase):
                 d = os.path.join(self.tmp, "runs", "cls", f"sst2-{name}-s{seed}")
                 os.makedirs(d)
                 self.put(d, "eval.json", {"accuracy": acc})
+                self.put(d, "train_args.json", {"lr": 9.999999747378752e-05, "epochs": 2})
         self.model = os.path.join(self.tmp, "tiny-lin")
         os.makedirs(self.model)
         self.put(self.model, "config.json", cfg)
@@ -214,6 +215,17 @@ class CardGenerator(unittest.TestCase):
         self.assertIn("| 123.46 | 120.00 |", text)
         self.assertIn("81.00 ± 1.41 (2 seeds)", text)  # mean and sample deviation of 80, 82
         self.assertIn("83.00 ± 0.00 (2 seeds)", text)
+        self.assertIn("AdamW lr 0.0001, 2 epoch(s)", text)
+
+    def test_a_twin_measured_at_another_length_is_not_set_beside_it(self):
+        twin = os.path.join(self.tmp, "runs", "pre", "tiny-std")
+        self.put(twin, "perplexity.json", {"ppl": 120.0, "seq_len": 512, "tokens": 4096})
+        p = self.card("--twin", "tiny-std=" + twin)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(self.model, "README.md")) as f:
+            text = f.read()
+        self.assertIn("| validation perplexity (n 128, 4,096 tokens) | 123.46 | - |", text)
+        self.assertIn("Not finetuned yet", text)
 
     def test_a_folder_that_is_not_a_run_is_refused(self):
         os.remove(os.path.join(self.run_dir, "train_args.json"))
