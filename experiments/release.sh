@@ -174,7 +174,7 @@ stage_convert() {
     session "$run"
     local steps=$(( (tokens + 4 * 4096 - 1) / (4 * 4096) ))
     "$LF" pretrain --init-from "$init" --train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" \
-      --cache-dir "$OUT/pre/cache-4k" --out "$run" --seq-len 4096 --batch-size 4 \
+      --cache-dir "$OUT/pre/cache" --out "$run" --seq-len 4096 --batch-size 4 \
       --steps "$steps" --lr 2e-4 --warmup-steps $((steps / 50)) --eval-every $((steps / 20 + 1)) \
       --eval-batches 10 --checkpoint-every $(( 4000000 / (4 * 4096) )) --log-every 20 --seed 1 \
       --time-limit "$TIME_LIMIT" "${prec[@]}" 2>&1 | tee "$run.log"
