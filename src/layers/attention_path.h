@@ -166,10 +166,11 @@ class AttentionPath {
   // context at once stores it in *ctx_all (else leaves it null).
   virtual KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                                  const float* in, const float** ctx_all) const = 0;
-  // Context rows rb (queries [i0, i1) of batch element b) from their queries q (row stride D).
+  // Context rows rb (queries [i0, i1) of batch element b) from their queries q (row stride D)
+  // and kv as infer_batch returned it; t: the products' precision (gemm's rule, attention.h).
   virtual void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
                           const RowBlock& rb, float scale, float* work, ComputeType t) const {
-    attention_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t);
+    attention_rows(ctx, q, kv, d, rb, scale, work, t);
   }
 
   // Matrix-product FLOPs (2 per multiply-add) of layer `layer` for one sequence of length n:

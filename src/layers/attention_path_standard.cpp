@@ -98,7 +98,7 @@ class StandardPath final : public FullKeysPath<StandardAct> {
   }
   void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
                   const RowBlock& rb, float scale, float* work, ComputeType t) const override {
-    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t, kv.layout);
+    attention_streaming_rows(ctx, q, kv, d, rb, scale, work, t);
   }
 
   double flops(const Config& cfg, int64_t, double n) const override {
