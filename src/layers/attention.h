@@ -38,7 +38,7 @@ inline HeadRows head_rows(TensorIn x, KVLayout l, const AttnDims& d, int64_t b, 
 // only the row-block functions read that) and its key mask ([B,Lk], 1 real / 0 excluded, or
 // null). Each f32, or, for the row-block functions only, bf16 and head-major (each head's rows
 // dense, as a bf16 product operand is): rounded once by the path that makes them when every
-// product reading them runs in bf16.
+// product reading them runs in bf16 (the inference plan's choice, LayerAct::kv).
 struct KeysValues {
   TensorIn k, v;
   const float* key_mask = nullptr;
@@ -151,6 +151,10 @@ int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
 // round_heads_bf16 holds them (its values are rounded in hardware, which flushes denormals:
 // the same only when Dh is a multiple of 32, to_bf16_n's vector width).
 bool attention_streaming_runs_bf16(ComputeType t, int64_t rows, const AttnDims& d);
+// Whether inference plans give keys and values the bf16 dtype their row blocks read (on unless
+// set off): off, they stay f32 and every row block rounds them again, as the tests compare.
+void set_keys_rounded_once(bool on);
+bool keys_rounded_once();
 // Rows [B*Lk, D] of keys or values (rows ld apart) rounded per head row (vm::to_bf16_n over
 // each head's Dh columns, as a bf16 product rounds an f32 operand of the row functions) into
 // head-major bf16 [B,H,Lk,Dh]. Parallel over the rows outside a parallel region.

@@ -2,6 +2,7 @@
 // all scores at once (attention_rows) or streaming over key blocks (attention_streaming_rows),
 // and the bf16 copies of keys and values that their products read as they are.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -18,6 +19,8 @@
 namespace lf {
 
 namespace {
+
+std::atomic<bool> g_round_once{true};
 
 void check(const AttnDims& d, const RowBlock& rb, const KeysValues& kv, const char* what) {
   check_attn_dims(d, what);
@@ -73,6 +76,9 @@ bool attention_streaming_runs_bf16(ComputeType t, int64_t rows, const AttnDims& 
   return gemm_runs_bf16(t, rows, kStreamKeyBlock, d.Dh) &&
          attn_block::available(attn_block::Operands::bf16) && d.Dh % 32 == 0;
 }
+
+void set_keys_rounded_once(bool on) { g_round_once.store(on, std::memory_order_relaxed); }
+bool keys_rounded_once() { return g_round_once.load(std::memory_order_relaxed); }
 
 void round_heads_bf16(uint16_t* dst, const float* src, int64_t ld, const AttnDims& d) {
   parallel_for(0, d.B * d.H, 1, [&](int64_t i0, int64_t i1) {
