@@ -249,9 +249,11 @@ void BM_Attention(benchmark::State& st) {
                               : attention_scratch_floats(d, false));
   for (auto _ : st) {
     if (streaming)
-      attention_streaming_forward(ctx.data(), q.data(), k.data(), v.data(), nullptr, d, scale,
-                                  scr.data(), ct,
-                                  kind == 1 ? KVLayout::head_major : KVLayout::token_major);
+      attention_streaming_forward(
+          ctx.data(), q.data(),
+          KeysValues{k.data(), v.data(), nullptr,
+                     kind == 1 ? KVLayout::head_major : KVLayout::token_major},
+          d, scale, scr.data(), ct);
     else
       attention_forward(ctx.data(), AttnKept{}, q.data(), KeysValues{k.data(), v.data(), nullptr},
                         d, AttnRun{scale, 0.f, 0, 0, 0, scr.data(), ct});

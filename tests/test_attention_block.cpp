@@ -5,6 +5,7 @@
 // attention are op cases (tests/ops/cases_attention_block.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,6 +25,15 @@ using attn_block::HeadIn;
 using test::random_vec;
 
 class AttentionBlockEdge : public test::OnEveryIsa {};
+
+// Random queries [B,N,D], keys and values [B,Lk,D] (seeds seed, seed + 1, seed + 2).
+struct Qkv {
+  std::vector<float> q, k, v;
+};
+Qkv random_qkv(const AttnDims& d, uint64_t seed) {
+  return {random_vec(d.B * d.N * d.D, seed, 1.f), random_vec(d.B * d.Lk * d.D, seed + 1, 1.f),
+          random_vec(d.B * d.Lk * d.D, seed + 2, 1.f)};
+}
 
 // Scores past exp's range (|scale * score| in the thousands) come out finite: the running max
 // shifts every block, whatever the order in which the large scores arrive.
@@ -90,9 +100,9 @@ TEST_P(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
         for (int64_t b = 0; b < d.B; ++b)
           for (int64_t i0 = 0; i0 < d.N; i0 += block) {
             const int64_t off = (b * d.N + i0) * d.D;
-            attention_streaming_rows(ctx.data() + off, q.data() + off, k.data(), v.data(),
-                                     mask.data(), d, RowBlock{b, i0, std::min(d.N, i0 + block)},
-                                     0.2f, work.data(), t);
+            attention_streaming_rows(
+                ctx.data() + off, q.data() + off, KeysValues{k.data(), v.data(), mask.data()}, d,
+                RowBlock{b, i0, std::min(d.N, i0 + block)}, 0.2f, work.data(), t);
           }
         attn_block::set_enabled(true);
         return ctx;
@@ -113,9 +123,8 @@ TEST_P(AttentionBlockEdge, MatchesGemmPathAndIsBatchInvariant) {
 TEST_P(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
   AttnDims d;
   d.B = 2, d.N = 70, d.Lk = 300, d.H = 3, d.Dh = 24, d.D = 72;
-  const std::vector<float> q = random_vec(d.B * d.N * d.D, 11, 1.f),
-                           k = random_vec(d.B * d.Lk * d.D, 12, 1.f),
-                           v = random_vec(d.B * d.Lk * d.D, 13, 1.f);
+  const Qkv in = random_qkv(d, 11);
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
   std::vector<float> kh(k.size()), vh(v.size());  // written here, independently of the engine
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t j = 0; j < d.Lk; ++j)
@@ -130,9 +139,9 @@ TEST_P(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
                  ComputeType t) {
     std::vector<float> ctx(d.B * d.N * d.D), work(attention_streaming_work_floats(d.N, d) + 64);
     for (int64_t b = 0; b < d.B; ++b)
-      attention_streaming_rows(ctx.data() + b * d.N * d.D, q.data() + b * d.N * d.D, kk.data(),
-                               vv.data(), mask.data(), d, RowBlock{b, 0, d.N}, 0.3f, work.data(), t,
-                               layout);
+      attention_streaming_rows(ctx.data() + b * d.N * d.D, q.data() + b * d.N * d.D,
+                               KeysValues{kk.data(), vv.data(), mask.data(), layout}, d,
+                               RowBlock{b, 0, d.N}, 0.3f, work.data(), t);
     return ctx;
   };
   for (bool own : {true, false}) {
@@ -154,6 +163,52 @@ TEST_P(AttentionBlockEdge, HeadMajorKeysMatchTokenMajor) {
       }
     }
     attn_block::set_enabled(true);
+  }
+}
+
+// Keys and values rounded once into head-major bf16 (round_heads_bf16, as inference's plan
+// makes them when every row block's products run in bf16) give the bits the row functions give
+// on the f32 ones in bf16, which round them per row block: attention_rows (gemm) and the own
+// kernel's streaming rows, causal or not, with a short last row block.
+TEST_P(AttentionBlockEdge, RoundedKeysGiveTheSameBits) {
+  AttnDims d;
+  d.B = 2, d.N = 300, d.Lk = 300, d.H = 2, d.Dh = 64, d.D = 128;
+  const Qkv in = random_qkv(d, 14);
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  round_heads_bf16(k16.data(), k.data(), d.D, d);
+  round_heads_bf16(v16.data(), v.data(), d.D, d);
+  std::vector<float> mask(d.B * d.Lk, 1.f);
+  for (int64_t j = 200; j < d.Lk; ++j) mask[d.Lk + j] = 0.f;
+  const KeysValues f32{k.data(), v.data(), mask.data()},
+      h16{k16.data(), v16.data(), mask.data(), KVLayout::head_major};
+  const int64_t block = 64;  // the last block of each sequence has 44 rows
+  for (bool streaming : {false, true}) {
+    if (streaming && !attention_streaming_runs_bf16(ComputeType::bf16, 44, d)) continue;
+    ASSERT_TRUE(streaming || attention_rows_run_bf16(ComputeType::bf16, 44, d));
+    for (bool causal : {false, true}) {
+      d.causal = causal;
+      auto run = [&](const KeysValues& kv) {
+        std::vector<float> ctx(d.B * d.N * d.D),
+            work(std::max(attention_streaming_work_floats(block, d),
+                          attention_rows_work_floats(block, d)));
+        for (int64_t b = 0; b < d.B; ++b)
+          for (int64_t i0 = 0; i0 < d.N; i0 += block) {
+            const int64_t off = (b * d.N + i0) * d.D;
+            const RowBlock rb{b, i0, std::min(d.N, i0 + block)};
+            if (streaming)
+              attention_streaming_rows(ctx.data() + off, q.data() + off, kv, d, rb, 0.2f,
+                                       work.data(), ComputeType::bf16);
+            else
+              attention_rows(ctx.data() + off, q.data() + off, kv, d, rb, 0.2f, work.data(),
+                             ComputeType::bf16);
+          }
+        return ctx;
+      };
+      const std::vector<float> a = run(f32), b = run(h16);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "streaming " << streaming << " causal " << causal;
+    }
   }
 }
 

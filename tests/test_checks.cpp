@@ -76,12 +76,13 @@ TEST_F(ShapeChecks, Attention) {
                         "attention_forward: inconsistent dims B=1 N=4 Lk=4 D=8 H=2 Dh=3");
   // Rows [2, 6) of a sequence of 4 queries; batch element 1 of a batch of 1.
   const AttnDims ok{/*B=*/1, /*N=*/4, /*Lk=*/4, /*D=*/8, /*H=*/2, /*Dh=*/4};
-  EXPECT_ERROR_MENTIONS(attention_rows(c.data(), a.data(), a.data(), a.data(), nullptr, ok,
+  const KeysValues kv{a.data(), a.data(), nullptr};
+  EXPECT_ERROR_MENTIONS(attention_rows(c.data(), a.data(), kv, ok,
                                        RowBlock{/*b=*/0, /*i0=*/2, /*i1=*/6}, 1.f, b.data()),
                         "attention_rows: row block b=0 [2, 6) outside B=1 N=4");
   EXPECT_ERROR_MENTIONS(
-      attention_streaming_rows(c.data(), a.data(), a.data(), a.data(), nullptr, ok,
-                               RowBlock{/*b=*/1, /*i0=*/0, /*i1=*/4}, 1.f, b.data()),
+      attention_streaming_rows(c.data(), a.data(), kv, ok, RowBlock{/*b=*/1, /*i0=*/0, /*i1=*/4},
+                               1.f, b.data()),
       "attention_streaming_rows: row block b=1 [0, 4) outside B=1 N=4");
   // Dropout needs scratch for the dropped-out copy of the probabilities.
   AttnRun drop;

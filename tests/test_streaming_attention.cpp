@@ -80,6 +80,40 @@ struct TrainingReference {
 
 class InferencePath : public ::testing::TestWithParam<test::NamedConfig> {};
 
+// Keys and values rounded once for every row block (bf16 in the plan where every row block's
+// products run in bf16: heads of 64, blocks of 32 rows or more) give the bits that rounding
+// them in every row block gives (set_keys_rounded_once(false): the plan keeps them f32): exact
+// streaming and Linformer attention, in bf16 and in int8 (whose attention takes bf16 operands
+// where bf16 products are the faster), batches whose last row block is long or short (4 rows:
+// its products in f32, so the layer's keys stay f32).
+TEST(InferenceKeys, RoundedOnceGiveTheSameBits) {
+  std::vector<ComputeType> types;
+  if (compute_type_supported(ComputeType::bf16)) types.push_back(ComputeType::bf16);
+  if (int8_supported()) types.push_back(ComputeType::int8);
+  if (types.empty()) GTEST_SKIP() << "no bf16 or int8 products here";
+  test::ThreadGuard tg(2);
+  for (AttentionKind kind : {AttentionKind::standard, AttentionKind::linformer}) {
+    Config cfg = test::tiny_config();
+    cfg.attention = kind;
+    cfg.max_len = 1024, cfg.d_model = 128, cfg.n_heads = 2, cfg.d_ff = 128, cfg.k = {256};
+    Model m(cfg);
+    randomise(m, 23);
+    m.set_exact_attention(Model::ExactAttention::streaming);
+    for (ComputeType t : types) {
+      m.set_compute_type(t);
+      for (int64_t N : {420, 260, 1024}) {
+        Inputs in = make_inputs(cfg, N);
+        in.B = 2;
+        set_keys_rounded_once(false);
+        const std::vector<float> per_block = run(m, in, false);
+        set_keys_rounded_once(true);
+        const std::vector<float> once = run(m, in, false);
+        EXPECT_EQ(per_block, once) << to_string(kind) << " " << compute_type_name(t) << " N " << N;
+      }
+    }
+  }
+}
+
 TEST_P(InferencePath, MatchesTrainingForward) {
   TrainingReference t(GetParam().cfg);
   Model& m = t.m;

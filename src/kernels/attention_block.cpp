@@ -29,11 +29,11 @@ int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
 
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
-                 float* work, Operands o) {
+                 float* work) {
+  const Operands o = operands_of(in);
   LF_CHECK(available(o), "attn_block::attend_head: no ", o == Operands::bf16 ? "bf16" : "f32",
            " kernel on this CPU's instruction-set level (check available() first)");
-  isa::kernels().attend_head(ctx, ldc, in, key_mask, rows, keys, Dh, kb, first_query, scale, work,
-                             o);
+  isa::kernels().attend_head(ctx, ldc, in, key_mask, rows, keys, Dh, kb, first_query, scale, work);
 }
 
 }  // namespace lf::attn_block

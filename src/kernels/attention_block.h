@@ -29,6 +29,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/operand.h"
+
 namespace lf::attn_block {
 
 // The products' operands: f32, or bf16 (inputs and weights rounded to bfloat16, f32 sums).
@@ -45,20 +47,30 @@ void set_enabled(bool on);
 // Workspace of attend_head for a block of `rows` queries, head size Dh, key block kb.
 int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb);
 
-// Where a head's operands are: rows ld apart (the head's Dh columns of [*, D] activations).
+// Where a head's operands are: rows ld apart (the head's Dh columns of [*, D] activations, or
+// a head-major head's own rows), each f32 or bf16 (rounded to nearest even, as the kernel
+// rounds an f32 one: a bf16 operand is the same operand rounded once by its owner).
 struct HeadIn {
-  const float* q = nullptr;  // [rows, Dh], rows ldq apart
-  const float* k = nullptr;  // [keys, Dh], rows ldkv apart
-  const float* v = nullptr;  // [keys, Dh]
+  TensorIn q;  // [rows, Dh], rows ldq apart
+  TensorIn k;  // [keys, Dh], rows ldkv apart
+  TensorIn v;  // [keys, Dh]
   int64_t ldq = 0, ldkv = 0;
 };
+// The operands the kernel multiplies for these inputs: bf16 when any of them is bf16.
+inline Operands operands_of(const HeadIn& in) {
+  const bool h = in.q.is(DataType::bf16) || in.k.is(DataType::bf16) || in.v.is(DataType::bf16);
+  return h ? Operands::bf16 : Operands::f32;
+}
 
 // ctx[r * ldc + c] = sum_j softmax_j(scale * q_r . k_j) v_j[c] for r < rows, c < Dh, over the
 // keys j < keys with key_mask[j] != 0 (null: all) and, when first_query >= 0 (causal), j <=
 // first_query + r. A query with no visible key gives 0; a NaN among its visible scores gives
-// NaN. Keys run in blocks of kb; a block with every key masked is skipped.
+// NaN. Keys run in blocks of kb; a block with every key masked is skipped. The products run
+// on operands_of(in): in bf16 each f32 operand is rounded as it is laid out (the queries per
+// element, bf16_round; each key row with vm::to_bf16_n; the values in hardware, VCVTNE2PS2BF16,
+// which flushes denormals) and a bf16 one is read as it is.
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
-                 float* work, Operands o = Operands::f32);
+                 float* work);
 
 }  // namespace lf::attn_block

@@ -91,7 +91,7 @@ struct Kernels {
   int64_t (*attend_work_floats)(int64_t rows, int64_t Dh, int64_t kb);
   void (*attend_head)(float* ctx, int64_t ldc, const attn_block::HeadIn& in, const float* key_mask,
                       int64_t rows, int64_t keys, int64_t Dh, int64_t kb, int64_t first_query,
-                      float scale, float* work, attn_block::Operands o);
+                      float scale, float* work);
 };
 
 // The active level's table: decided on first use (cpu_isa.cpp: the CPU's best level, or the

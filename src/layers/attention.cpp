@@ -15,19 +15,15 @@
 
 namespace lf {
 
-namespace {
-
-// Shape checks at kernel entry (LF_DCHECK: debug and LINFORMER_CHECKS builds).
-void check(const AttnDims& d, const char* what) {
+void check_attn_dims(const AttnDims& d, const char* what) {
   LF_DCHECK(d.B > 0 && d.N > 0 && d.Lk > 0 && d.H > 0 && d.Dh > 0 && d.D == d.H * d.Dh, what,
             ": inconsistent dims B=", d.B, " N=", d.N, " Lk=", d.Lk, " D=", d.D, " H=", d.H,
             " Dh=", d.Dh);
 }
-void check(const AttnDims& d, const RowBlock& rb, const char* what) {
-  check(d, what);
-  LF_DCHECK(rb.b >= 0 && rb.b < d.B && rb.i0 >= 0 && rb.i0 < rb.i1 && rb.i1 <= d.N, what,
-            ": row block b=", rb.b, " [", rb.i0, ", ", rb.i1, ") outside B=", d.B, " N=", d.N);
-}
+
+namespace {
+
+void check(const AttnDims& d, const char* what) { check_attn_dims(d, what); }
 
 // The (batch element, head) pairs one batched product covers: elements [b0, b0 + nb), heads
 // [h0, h0 + nh); their N x Lk tiles are consecutive in the block's scratch.
@@ -155,7 +151,7 @@ void attention_forward_tiles(Tensor ctx, TensorIn q, const KeysValues& kv, const
                              const AttnRun& r) {
   uint16_t* ctx16 = ctx.bf16();
   const uint16_t* q16 = q.bf16();
-  const float *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
+  const float *kk = kv.k.f32(), *vv = kv.v.f32(), *key_mask = kv.key_mask;
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
   float* scratch = r.scratch;
@@ -196,7 +192,7 @@ namespace {
 void attention_backward_tiles(const AttnGrads& g, TensorIn dctx_in, TensorIn q_in,
                               const KeysValues& kv, const AttnDims& d, const AttnRun& r) {
   float *dq = g.dq.f32(), *dkk = g.dkk, *dvv = g.dvv;
-  const float *dctx = dctx_in.f32(), *q = q_in.f32(), *kk = kv.k, *vv = kv.v;
+  const float *dctx = dctx_in.f32(), *q = q_in.f32(), *kk = kv.k.f32(), *vv = kv.v.f32();
   const float* key_mask = kv.key_mask;
   const uint16_t *q16 = q_in.bf16(), *dctx16 = dctx_in.bf16();
   const float scale = r.scale, p_drop = r.p_drop;
@@ -314,7 +310,7 @@ void attention_forward_batched(Tensor ctx, float* probs, TensorIn q, const float
 void attention_forward(Tensor ctx_out, const AttnKept& kept, TensorIn q_in, const KeysValues& kv,
                        const AttnDims& d, const AttnRun& r) {
   float *ctx = ctx_out.f32(), *probs = kept.probs;
-  const float *q = q_in.f32(), *kk = kv.k, *vv = kv.v, *key_mask = kv.key_mask;
+  const float *q = q_in.f32(), *kk = kv.k.f32(), *vv = kv.v.f32(), *key_mask = kv.key_mask;
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
   float* scratch = r.scratch;
@@ -358,7 +354,7 @@ void attention_forward(Tensor ctx_out, const AttnKept& kept, TensorIn q_in, cons
 void attention_backward(const AttnGrads& g, TensorIn dctx_in, const AttnKept& kept, TensorIn q_in,
                         const KeysValues& kv, const AttnDims& d, const AttnRun& r) {
   float *dq = g.dq.f32(), *dkk = g.dkk, *dvv = g.dvv;
-  const float *dctx = dctx_in.f32(), *probs = kept.probs, *kk = kv.k, *vv = kv.v;
+  const float *dctx = dctx_in.f32(), *probs = kept.probs, *kk = kv.k.f32(), *vv = kv.v.f32();
   const uint16_t *dctx16 = dctx_in.bf16(), *probs16 = kept.pv.bf16();
   const float scale = r.scale, p_drop = r.p_drop;
   const uint64_t seed = r.seed, stream = r.stream;
@@ -430,142 +426,6 @@ void attention_backward(const AttnGrads& g, TensorIn dctx_in, const AttnKept& ke
                  dq + qo, q_l);
     gemm_batched(prec, k.nb, k.nh, true, false, d.Lk, d.Dh, d.N, 1.f, dS, blk, q_in.at(qo), q_l,
                  beta, dkk + ko, k_l);
-  });
-}
-
-int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d) {
-  return (rows * d.Lk + 15) / 16 * 16;
-}
-
-void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                    const float* key_mask, const AttnDims& d, const RowBlock& rb, float scale,
-                    float* work, ComputeType prec) {
-  check(d, rb, "attention_rows");
-  LF_DCHECK(ctx && q && kk && vv && work, "attention_rows: null pointer");
-  const int64_t b = rb.b, i0 = rb.i0;
-  const int64_t rows = rb.i1 - i0, Lk = d.Lk;
-  const float* km = key_mask ? key_mask + b * Lk : nullptr;
-  for (int64_t h = 0; h < d.H; ++h) {
-    const float* kb = kk + b * Lk * d.D + h * d.Dh;
-    const float* vb = vv + b * Lk * d.D + h * d.Dh;
-    gemm(prec, false, true, rows, Lk, d.Dh, 1.f, q + h * d.Dh, d.D, kb, d.D, 0.f, work, Lk);
-    if (d.causal) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t seen = std::min(i0 + r + 1, Lk);
-        softmax_forward(work + r * Lk, work + r * Lk, 1, seen, scale, km);
-        std::fill(work + r * Lk + seen, work + (r + 1) * Lk, 0.f);
-      }
-    } else {
-      softmax_forward(work, work, rows, Lk, scale, km);
-    }
-    gemm(prec, false, false, rows, d.Dh, Lk, 1.f, work, Lk, vb, d.D, 0.f, ctx + h * d.Dh, d.D);
-  }
-}
-
-int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d) {
-  const int64_t own = attn_block::work_floats(rows, d.Dh, kStreamKeyBlock);
-  return (std::max(rows * kStreamKeyBlock + 2 * rows, own) + 15) / 16 * 16;
-}
-
-void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                              const float* key_mask, const AttnDims& d, const RowBlock& rb,
-                              float scale, float* work, ComputeType prec, KVLayout layout) {
-  check(d, rb, "attention_streaming_rows");
-  LF_DCHECK(ctx && q && kk && vv && work, "attention_streaming_rows: null pointer");
-  const int64_t b = rb.b, i0 = rb.i0, i1 = rb.i1;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const int64_t rows = i1 - i0, Lk = d.Lk, kb = kStreamKeyBlock, Dh = d.Dh, D = d.D;
-  float* S = work;              // [rows, kb] scores, then weights
-  float* m = work + rows * kb;  // running max of scale * score, per row
-  float* l = m + rows;          // running sum of weights, per row
-  const float* km = key_mask ? key_mask + b * Lk : nullptr;
-  // The engine's own kernel where it has one for the products' operands
-  // (kernels/attention_block.h); else gemm per key block, below.
-  const auto ops =
-      gemm_runs_bf16(prec, rows, kb, Dh) ? attn_block::Operands::bf16 : attn_block::Operands::f32;
-  if (attn_block::available(ops)) {
-    for (int64_t h = 0; h < d.H; ++h) {
-      const HeadRows k = head_rows(kk, layout, d, b, h), v = head_rows(vv, layout, d, b, h);
-      const attn_block::HeadIn in{q + h * Dh, k.p, v.p, D, k.ld};
-      attn_block::attend_head(ctx + h * Dh, D, in, km, rows, Lk, Dh, kb, d.causal ? i0 : -1, scale,
-                              work, ops);
-    }
-    return;
-  }
-  // Keys a row may see: all, or j <= i when causal.
-  const int64_t key_end = d.causal ? std::min(Lk, i1) : Lk;
-  for (int64_t h = 0; h < d.H; ++h) {
-    float* O = ctx + h * Dh;
-    for (int64_t r = 0; r < rows; ++r) {
-      std::fill(O + r * D, O + r * D + Dh, 0.f);
-      m[r] = kNegInf;
-      l[r] = 0.f;
-    }
-    const HeadRows kh = head_rows(kk, layout, d, b, h), vh = head_rows(vv, layout, d, b, h);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kb) {
-      const int64_t cols = std::min(kb, key_end - j0);
-      const float* mj = km ? km + j0 : nullptr;
-      if (mj) {
-        bool any = false;
-        for (int64_t j = 0; j < cols && !any; ++j) any = mj[j] != 0.f;
-        if (!any) continue;  // a fully padded key block contributes nothing
-      }
-      gemm(prec, false, true, rows, cols, Dh, 1.f, q + h * Dh, D, kh.p + j0 * kh.ld, kh.ld, 0.f, S,
-           kb);
-      for (int64_t r = 0; r < rows; ++r) {
-        float* s = S + r * kb;
-        // Columns this row may see in the block (causal: keys up to its own position).
-        const int64_t lim = d.causal ? std::max<int64_t>(0, std::min(cols, i0 + r + 1 - j0)) : cols;
-        const float bm = vm::masked_scaled_max(s, mj, lim, scale);
-        if (bm == kNegInf) {  // nothing visible in this block: zero weights, state unchanged
-          for (int64_t j = 0; j < lim; ++j)  // (but a NaN score poisons the row, as it should)
-            if ((!mj || mj[j] != 0.f) && std::isnan(s[j])) l[r] = s[j];
-          std::fill(s, s + cols, 0.f);
-          continue;
-        }
-        const float mnew = std::max(m[r], bm);
-        const float sum = vm::exp_shifted_sum(s, s, mj, lim, scale, mnew);
-        std::fill(s + lim, s + cols, 0.f);
-        if (mnew > m[r]) {
-          const float alpha = vm::exp_scalar(m[r] - mnew);  // 0 on the first visible block
-          float* o = O + r * D;
-          if (l[r] != 0.f) {
-#pragma omp simd
-            for (int64_t c = 0; c < Dh; ++c) o[c] *= alpha;
-          }
-          l[r] *= alpha;
-          m[r] = mnew;
-        }
-        l[r] += sum;
-      }
-      gemm(prec, false, false, rows, Dh, cols, 1.f, S, kb, vh.p + j0 * vh.ld, vh.ld, 1.f, O, D);
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* o = O + r * D;
-      const float inv = l[r] > 0.f ? 1.f / l[r] : std::isnan(l[r]) ? l[r] : 0.f;  // NaN stays
-#pragma omp simd
-      for (int64_t c = 0; c < Dh; ++c) o[c] *= inv;
-    }
-  }
-}
-
-void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
-                                 const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch, ComputeType prec, KVLayout layout) {
-  check(d, "attention_streaming_forward");
-  LF_DCHECK(ctx && q && kk && vv && scratch, "attention_streaming_forward: null pointer");
-  PhaseScope ps(Phase::attention);
-  const int64_t qb = kStreamQueryBlock;
-  const int64_t nb = (d.N + qb - 1) / qb;
-  const int64_t per_thread = attention_streaming_work_floats(qb, d);
-  parallel_for(0, d.B * nb, 1, [&](int64_t t0, int64_t t1) {
-    float* w = scratch + thread_id() * per_thread;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / nb, i0 = (t % nb) * qb, i1 = std::min(d.N, i0 + qb);
-      const int64_t off = (b * d.N + i0) * d.D;
-      attention_streaming_rows(ctx + off, q + off, kk, vv, key_mask, d,
-                               RowBlock{/*b=*/b, /*i0=*/i0, /*i1=*/i1}, scale, w, prec, layout);
-    }
   });
 }
 

@@ -15,6 +15,9 @@ struct AttnDims {
   bool causal = false;  // query i sees keys j <= i only (standard attention)
 };
 
+// Shape check at a kernel's entry (LF_DCHECK: debug and LINFORMER_CHECKS builds).
+void check_attn_dims(const AttnDims& d, const char* what);
+
 // How keys and values are laid out: token_major [B,Lk,D] with head h in columns [h*Dh,
 // (h+1)*Dh), or head_major [B,H,Lk,Dh], each head's keys contiguous (what streaming inference
 // reads: a head's keys are then one sequential stream, not Lk rows D floats apart).
@@ -23,18 +26,22 @@ enum class KVLayout { token_major, head_major };
 // Head h of batch element b in keys or values laid out so: its first row, and the distance
 // between its rows.
 struct HeadRows {
-  const float* p = nullptr;
+  TensorIn p;
   int64_t ld = 0;
 };
-inline HeadRows head_rows(const float* x, KVLayout l, const AttnDims& d, int64_t b, int64_t h) {
-  if (l == KVLayout::head_major) return {x + (b * d.H + h) * d.Lk * d.Dh, d.Dh};
-  return {x + b * d.Lk * d.D + h * d.Dh, d.D};
+inline HeadRows head_rows(TensorIn x, KVLayout l, const AttnDims& d, int64_t b, int64_t h) {
+  if (l == KVLayout::head_major) return {x.at((b * d.H + h) * d.Lk * d.Dh), d.Dh};
+  return {x.at(b * d.Lk * d.D + h * d.Dh), d.D};
 }
 
 // The keys and values attention runs on ([B,Lk,D] each, or head-major where a path says so:
-// only the streaming rows read that) and its key mask ([B,Lk], 1 real / 0 excluded, or null).
+// only the row-block functions read that) and its key mask ([B,Lk], 1 real / 0 excluded, or
+// null). Each f32, or, for the row-block functions only, bf16 and head-major (each head's rows
+// dense, as a bf16 product operand is): rounded once by the path that makes them when every
+// product reading them runs in bf16 (the inference plan's choice, LayerAct::kv).
 struct KeysValues {
-  const float *k = nullptr, *v = nullptr, *key_mask = nullptr;
+  TensorIn k, v;
+  const float* key_mask = nullptr;
   KVLayout layout = KVLayout::token_major;
 };
 
@@ -105,9 +112,15 @@ bool attention_keeps_probs(const AttnDims& d, ComputeType t);
 int64_t attention_scratch_floats(const AttnDims& d, bool train = true);
 
 // ---- Row-block attention (inference). q and ctx point at the rows' first element and have
-// row stride D; kk, vv [B,Lk,D] and key_mask [B,Lk] (or null) are the whole batch. The rows are
-// queries [i0, i1) of batch element b; every head is computed. Both run serially (call them
-// from inside a parallel region, one row block per thread).
+// row stride D; kv (the keys and values in either layout, and key_mask [B,Lk] or null) is the
+// whole batch. The rows are queries [i0, i1) of batch element b; every head is computed. Both
+// run serially (call them from inside a parallel region, one row block per thread).
+// Their products run in precision t as gemm() runs its own: in bf16 when t's products between
+// activations are bf16 and the product is large enough (gemm_runs_bf16: decided per product,
+// so a short last row or key block may run in f32), an f32 operand of a bf16 product rounded,
+// a bf16 one of an f32 product widened. So keys and values are given in bf16 only when every
+// product reading them runs in bf16: rounded once, not once per row block. (The queries stay
+// f32: each row block's are read by one product per head, and rounded there, once.)
 
 // Query rows [i0, i1) of batch element b.
 struct RowBlock {
@@ -115,30 +128,44 @@ struct RowBlock {
 };
 
 // Scores of the rows against all Lk keys at once: work holds (i1 - i0) * Lk floats.
-void attention_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                    const float* key_mask, const AttnDims& d, const RowBlock& rb, float scale,
-                    float* work, ComputeType t = ComputeType::f32);
+void attention_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
+                    const RowBlock& rb, float scale, float* work, ComputeType t = ComputeType::f32);
+// Whether attention_rows of `rows` query rows runs its products in bf16.
+bool attention_rows_run_bf16(ComputeType t, int64_t rows, const AttnDims& d);
 int64_t attention_rows_work_floats(int64_t rows, const AttnDims& d);
 
 // Exact attention with the streaming (online) softmax over blocks of kStreamKeyBlock keys,
 // the FlashAttention idea: the same function as attention_rows (to rounding), with
 // O(rows * block) workspace whatever Lk is. Padded keys get weight 0; rows whose keys are all
-// masked give 0; d.causal is honoured. kk and vv are laid out as `layout` says.
+// masked give 0; d.causal is honoured. Where the engine's own kernel runs (attn_block) it runs
+// the whole call in one precision, bf16 when attention_streaming_runs_bf16 says so; the gemm
+// path decides per key block.
 constexpr int64_t kStreamKeyBlock = 256;
 constexpr int64_t kStreamQueryBlock = 256;  // as the model's inference row blocks (kInferRows)
-void attention_streaming_rows(float* ctx, const float* q, const float* kk, const float* vv,
-                              const float* key_mask, const AttnDims& d, const RowBlock& rb,
-                              float scale, float* work, ComputeType t = ComputeType::f32,
-                              KVLayout layout = KVLayout::token_major);
+void attention_streaming_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
+                              const RowBlock& rb, float scale, float* work,
+                              ComputeType t = ComputeType::f32);
 int64_t attention_streaming_work_floats(int64_t rows, const AttnDims& d);
+// Whether every product of attention_streaming_rows of `rows` query rows runs in bf16 on the
+// engine's own kernel, reading keys and values rounded as a bf16 head-major copy made with
+// round_heads_bf16 holds them (its values are rounded in hardware, which flushes denormals:
+// the same only when Dh is a multiple of 32, to_bf16_n's vector width).
+bool attention_streaming_runs_bf16(ComputeType t, int64_t rows, const AttnDims& d);
+// Whether inference plans give keys and values the bf16 dtype their row blocks read (on unless
+// set off): off, they stay f32 and every row block rounds them again, as the tests compare.
+void set_keys_rounded_once(bool on);
+bool keys_rounded_once();
+// Rows [B*Lk, D] of keys or values (rows ld apart) rounded per head row (vm::to_bf16_n over
+// each head's Dh columns, as a bf16 product rounds an f32 operand of the row functions) into
+// head-major bf16 [B,H,Lk,Dh]. Parallel over the rows outside a parallel region.
+void round_heads_bf16(uint16_t* dst, const float* src, int64_t ld, const AttnDims& d);
 
 // Whole-batch streaming attention (no dropout): parallel over (batch, query blocks of
 // kStreamQueryBlock rows). q, ctx [B,N,D]. scratch: num_threads() *
 // attention_streaming_work_floats(kStreamQueryBlock, d) floats.
-void attention_streaming_forward(float* ctx, const float* q, const float* kk, const float* vv,
-                                 const float* key_mask, const AttnDims& d, float scale,
-                                 float* scratch, ComputeType t = ComputeType::f32,
-                                 KVLayout layout = KVLayout::token_major);
+void attention_streaming_forward(float* ctx, const float* q, const KeysValues& kv,
+                                 const AttnDims& d, float scale, float* scratch,
+                                 ComputeType t = ComputeType::f32);
 
 // Shapes of a sequence-axis projection out_b = E diag(m_b) x_b: x [B,N,C] with row stride
 // ldx, out [B,K,C] with row stride ldo, E [K, ldE] (first N columns used).

@@ -113,12 +113,12 @@ void KVMaps::infer(const LayerContext& c, const LayerParams& lp, const float* in
 int64_t KVMaps::stage_floats(int64_t rows, int64_t D) { return std::min(rows, kStageRows) * D; }
 
 void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
-                              float* stage) const {
+                              float* stage, Tensor k, Tensor v) {
   using Epi = PackedLinear::Epilogue;
   const int64_t R = c.B * c.N, N = c.N, D = c.cfg->d_model, H = c.cfg->n_heads, Dh = D / H;
   // With a fixed row tile (batch invariance) a staged call holds one sequence's rows, so that
   // a row's place in its tile depends on its position only.
-  const auto one = [&](float* out, const PackedLinear& map, const float* bias) {
+  const auto one = [&](Tensor out, const PackedLinear& map, const float* bias) {
     const int64_t seg = map.row_tile() > 0 ? N : R;
     for (int64_t r0 = 0; r0 < R;) {
       const int64_t r1 = std::min({R, r0 + kStageRows, (r0 / seg + 1) * seg});
@@ -128,8 +128,12 @@ void KVMaps::infer_head_major(const LayerContext& c, const LayerParams& lp, cons
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t g = r0; g < r1;) {
             const int64_t b = g / N, pos = g % N, rows = std::min(r1, (b + 1) * N) - g;
-            vm::copy_rows(out + ((b * H + h) * N + pos) * Dh, Dh, stage + (g - r0) * D + h * Dh, D,
-                          rows, Dh);
+            const Tensor dst = out.at(((b * H + h) * N + pos) * Dh);
+            const float* src = stage + (g - r0) * D + h * Dh;
+            if (dst.bf16())
+              to_bf16(dst.bf16(), src, rows, Dh, D);
+            else
+              vm::copy_rows(dst.f32(), Dh, src, D, rows, Dh);
             g += rows;
           }
       });

@@ -36,6 +36,9 @@ struct PathShape {
   // bf16 only (A.q and A.ctx planned in bf16).
   ComputeType t = ComputeType::f32;
   bool q_bf16_only = false;
+  // Inference plans: whether some layer's row blocks read their keys and values in f32, and
+  // whether some read them in bf16 (rows_read_bf16; LayerAct::kv says which, layer by layer).
+  bool kv_f32 = true, kv_bf16 = false;
 };
 
 // A tensor a kind adds to the model beyond the layers' linear maps (Linformer's projections E
@@ -162,14 +165,23 @@ class AttentionPath {
                           const PathShape& s) const = 0;
   // Per-thread attention workspace of one block of `rows` query rows.
   virtual int64_t rows_work_floats(int64_t rows, const AttnDims& d) const = 0;
-  // Whole-batch step before the row blocks: keys and values. A path that computes the whole
-  // context at once stores it in *ctx_all (else leaves it null).
+  // Whole-batch step before the row blocks: keys and values, in the dtype A.kv (the plan's).
+  // A path that computes the whole context at once stores it in *ctx_all (else leaves it null).
   virtual KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& A,
                                  const float* in, const float** ctx_all) const = 0;
-  // Context rows rb (queries [i0, i1) of batch element b) from their queries q (row stride D).
+  // Whether the products of a block of `rows` query rows (infer_rows) run in bf16 in precision
+  // t, reading keys and values in bf16 as infer_batch rounds them once (the plan gives a layer
+  // bf16 keys and values, LayerAct::kv, when every row block's do). No for a kind without row
+  // blocks or whose keys and values stay f32.
+  virtual bool rows_read_bf16(ComputeType, int64_t /*rows*/, const AttnDims&) const {
+    return false;
+  }
+  // Context rows rb (queries [i0, i1) of batch element b) from their queries q (row stride D)
+  // and kv as infer_batch returned it (in the layer's LayerAct::kv dtype); t: the products'
+  // precision, for f32 keys and values (gemm's rule, attention.h).
   virtual void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
                           const RowBlock& rb, float scale, float* work, ComputeType t) const {
-    attention_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t);
+    attention_rows(ctx, q, kv, d, rb, scale, work, t);
   }
 
   // Matrix-product FLOPs (2 per multiply-add) of layer `layer` for one sequence of length n:

@@ -253,7 +253,7 @@ class ProjectInputPath final : public LinformerPath {
       A.emv = c.take<float>(B * K);
     }
     if (s.masked) A.proj_scratch = c.take<float>(K * std::min(s.N, kProjColumns));
-    take_projected(c, A, cfg, s);
+    take_projected_infer(c, A, cfg, s);
   }
 
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
@@ -272,7 +272,7 @@ class ProjectInputPath final : public LinformerPath {
     lp.v.packed.apply(A.vp, A.xpv, B * K, nullptr, Epi::store, K);
     add_scaled_bias(A.vp, A.emv, lp.v.b, B * K, D);
     mark_live_rows(c, lp, A);
-    return saved(c, L);
+    return infer_kv(c, lp, L);
   }
 
   double flops(const Config& cfg, int64_t layer, double n) const override {

@@ -22,6 +22,9 @@ struct LinformerAct final : PathBlock {
   float *ebmk = nullptr, *ebmv = nullptr;    // project_input: E diag(m) [B,K,N] (padding)
   float* proj_scratch = nullptr;             // project_input inference: E diag(m) columns
   float *kp = nullptr, *vp = nullptr;        // projected keys/values [B,K,D]
+  // Inference: kp and vp head-major in bf16 [B,H,K,Dh], for the layers whose row blocks read
+  // them so (LayerAct::kv).
+  uint16_t *kp16 = nullptr, *vp16 = nullptr;
   int32_t *argk = nullptr, *argv = nullptr;  // max_pool choices [B,K,D]
   float* rows_live = nullptr;                // 1/0 per projected row [B,K]
   const float* row_mask = nullptr;  // rows_live when some row is empty, else null (all live)
@@ -68,6 +71,9 @@ class LinformerPath : public AttentionPath {
   int64_t rows_work_floats(int64_t rows, const AttnDims& d) const override {
     return attention_rows_work_floats(rows, d);
   }
+  bool rows_read_bf16(ComputeType t, int64_t rows, const AttnDims& d) const override {
+    return attention_rows_run_bf16(t, rows, d);
+  }
 
  protected:
   static bool is_linformer(const Config& cfg) { return cfg.attention == AttentionKind::linformer; }
@@ -94,6 +100,24 @@ class LinformerPath : public AttentionPath {
     A.kp = c.take<float>(s.B * s.K * cfg.d_model);
     A.vp = c.take<float>(s.B * s.K * cfg.d_model);
     A.rows_live = c.take<float>(s.B * s.K);
+  }
+  // The same for inference: and the bf16 copies when some layer reads them.
+  static void take_projected_infer(Carver& c, LinformerAct& A, const Config& cfg,
+                                   const PathShape& s) {
+    take_projected(c, A, cfg, s);
+    if (!s.kv_bf16) return;
+    A.kp16 = c.take<uint16_t>(s.B * s.K * cfg.d_model);
+    A.vp16 = c.take<uint16_t>(s.B * s.K * cfg.d_model);
+  }
+  // The projected keys and values as the layer's row blocks read them (LayerAct::kv): kp, vp,
+  // or their bf16 copies, rounded here once for every row block.
+  KeysValues infer_kv(const LayerContext& c, const LayerParams& lp, const LayerAct& L) const {
+    const LinformerAct& A = block_of<LinformerAct>(L.path);
+    if (L.kv != DataType::bf16) return saved(c, L);
+    const AttnDims d = c.dims(lp);
+    round_heads_bf16(A.kp16, A.kp, d.D, d);
+    round_heads_bf16(A.vp16, A.vp, d.D, d);
+    return {A.kp16, A.vp16, A.row_mask, KVLayout::head_major};
   }
 };
 
@@ -133,7 +157,10 @@ class ReduceKeysPath : public LinformerPath {
 
   void plan_infer(Carver& c, LayerAct& L, Layout&, const Config& cfg,
                   const PathShape& s) const final {
-    plan_train(c, L, cfg, s);
+    LinformerAct& A = make_block<LinformerAct>(L.path);
+    A.kv.take(c, cfg, s);
+    take_projected_infer(c, A, cfg, s);
+    take_more(c, A, cfg, s);
   }
   KeysValues infer_batch(const LayerContext& c, const LayerParams& lp, LayerAct& L, const float* in,
                          const float**) const final {
@@ -141,7 +168,7 @@ class ReduceKeysPath : public LinformerPath {
     A.kv.infer(c, lp, in);
     reduce(c, lp, A);
     mark_live_rows(c, lp, A);
-    return saved(c, L);
+    return infer_kv(c, lp, L);
   }
 
   double flops(const Config& cfg, int64_t layer, double n) const final {

@@ -315,7 +315,7 @@ class NystromPath final : public FullKeysPath<NystromAct> {
     for_each_head(c, d, [&](int64_t b, int64_t h, const Segments& s) {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       const NyHead t = NyHead::carve(keep + (b * d.H + h) * NyHead::floats(d), d);
-      head_forward(ctx + o, q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t,
+      head_forward(ctx + o, q + o, kv.k.f32() + o, kv.v.f32() + o, mask_of(c, b), s, d, t,
                    w.work + thread_id() * w.per_thread);
     });
   }
@@ -332,8 +332,8 @@ class NystromPath final : public FullKeysPath<NystromAct> {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       const NyHead t = NyHead::carve(keep + (b * d.H + h) * NyHead::floats(d), d);
       float* pw = w.work + thread_id() * w.per_thread;
-      head_backward(L.dq + o, L.dkk + o, L.dvv + o, dctx + o, q + o, kv.k + o, kv.v + o, s, d, t,
-                    pw + pinv_floats(d.m), pw);
+      head_backward(L.dq + o, L.dkk + o, L.dvv + o, dctx + o, q + o, kv.k.f32() + o, kv.v.f32() + o,
+                    s, d, t, pw + pinv_floats(d.m), pw);
     });
     return L.dq;
   }
@@ -363,7 +363,7 @@ class NystromPath final : public FullKeysPath<NystromAct> {
       const int64_t o = b * d.N * d.D + h * d.Dh;
       float* pw = w.work + thread_id() * w.per_thread;
       const NyHead t = NyHead::carve(pw + pinv_floats(d.m), d);
-      head_forward(ctx + o, q + o, kv.k + o, kv.v + o, mask_of(c, b), s, d, t, pw);
+      head_forward(ctx + o, q + o, kv.k.f32() + o, kv.v.f32() + o, mask_of(c, b), s, d, t, pw);
     });
     *ctx_all = ctx;
     return kv;

@@ -18,6 +18,9 @@ using Exact = ExactAttention;
 // The kind's block: the keys and values of every position.
 struct StandardAct final : PathBlock {
   KVMaps kv;
+  // Streaming inference: the keys and values head-major in bf16, for the layers whose row
+  // blocks read them so (LayerAct::kv; in kv's storage when other layers read f32).
+  uint16_t *k16 = nullptr, *v16 = nullptr;
   float* stage = nullptr;  // streaming inference: rows of K or V on their way to head-major
 };
 
@@ -52,11 +55,16 @@ class StandardPath final : public FullKeysPath<StandardAct> {
                   const PathShape& s) const override {
     const int64_t R = s.B * s.N, D = cfg.d_model;
     StandardAct& act = make_block<StandardAct>(A.path);
-    act.kv.take(c, cfg, s);
     if (exact_ == Exact::streaming) {
+      if (s.kv_f32) act.kv.take(c, cfg, s);
+      if (s.kv_bf16) {
+        act.k16 = s.kv_f32 ? reinterpret_cast<uint16_t*>(act.kv.k) : c.take<uint16_t>(R * D);
+        act.v16 = s.kv_f32 ? reinterpret_cast<uint16_t*>(act.kv.v) : c.take<uint16_t>(R * D);
+      }
       act.stage = c.take<float>(KVMaps::stage_floats(R, D));
       return;
     }
+    act.kv.take(c, cfg, s);
     A.q = c.take<float>(R * D);
     A.ctx = c.take<float>(R * D);
     if (exact_ == Exact::materialized) {
@@ -77,10 +85,13 @@ class StandardPath final : public FullKeysPath<StandardAct> {
     const StandardAct& act = block_of<StandardAct>(A.path);
     if (exact_ == Exact::streaming) {
       // Head-major keys and values: the rows of every query block read each head's keys
-      // again, as one sequential stream rather than N rows D floats apart.
-      act.kv.infer_head_major(c, lp, in, act.stage);
-      KeysValues kv = saved(c, A);
-      kv.layout = KVLayout::head_major;
+      // again, as one sequential stream rather than N rows D floats apart; in bf16, rounded
+      // once here rather than by every query block.
+      const bool h = A.kv == DataType::bf16;
+      const KeysValues kv{h ? TensorIn(act.k16) : TensorIn(act.kv.k),
+                          h ? TensorIn(act.v16) : TensorIn(act.kv.v), c.mask, KVLayout::head_major};
+      KVMaps::infer_head_major(c, lp, in, act.stage, h ? Tensor(act.k16) : Tensor(act.kv.k),
+                               h ? Tensor(act.v16) : Tensor(act.kv.v));
       return kv;
     }
     // The textbook algorithm: full N x N score matrices, one per thread at a time (tiled) or
@@ -96,9 +107,12 @@ class StandardPath final : public FullKeysPath<StandardAct> {
     *ctx_all = A.ctx.f32();
     return kv;
   }
+  bool rows_read_bf16(ComputeType t, int64_t rows, const AttnDims& d) const override {
+    return exact_ == Exact::streaming && attention_streaming_runs_bf16(t, rows, d);
+  }
   void infer_rows(float* ctx, const float* q, const KeysValues& kv, const AttnDims& d,
                   const RowBlock& rb, float scale, float* work, ComputeType t) const override {
-    attention_streaming_rows(ctx, q, kv.k, kv.v, kv.key_mask, d, rb, scale, work, t, kv.layout);
+    attention_streaming_rows(ctx, q, kv, d, rb, scale, work, t);
   }
 
   double flops(const Config& cfg, int64_t, double n) const override {

@@ -17,12 +17,13 @@ struct KVMaps {
   // in: the maps' input as their products read it (LayerAct::maps_in).
   void forward(const LayerContext& c, const LayerParams& lp, TensorIn in) const;
   void infer(const LayerContext& c, const LayerParams& lp, const float* in) const;
-  // The same maps written head-major ([B,H,N,Dh], KVLayout::head_major): each block of up to
-  // kStageRows rows goes through stage [kStageRows, D] (stage_floats), then to its heads.
+  // The same maps written head-major ([B,H,N,Dh], KVLayout::head_major) into k and v, f32 or
+  // bf16 (each head's row rounded by vm::to_bf16_n, as round_heads_bf16 rounds): each block of
+  // up to kStageRows rows goes through stage [kStageRows, D] (stage_floats), then to its heads.
   static constexpr int64_t kStageRows = 512;
   static int64_t stage_floats(int64_t rows, int64_t D);
-  void infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
-                        float* stage) const;
+  static void infer_head_major(const LayerContext& c, const LayerParams& lp, const float* in,
+                               float* stage, Tensor k, Tensor v);
   // d(in) += dk Wk + dv Wv, with the maps' parameter gradients.
   static void backward(const LayerContext& c, const LayerParams& lp, TensorIn in, float* din,
                        const float* dk, const float* dv);

@@ -66,6 +66,10 @@ struct LayerAct {
   Tensor ffn_x;
   Tensor h, g;         // pre/post GELU [R,F]: f32, or bf16 when the FFN's products run in bf16
   float* f = nullptr;  // post-norm: ffn_in + FFN branch [R,D]
+  // Inference: the dtype the layer's attention row blocks read its keys and values in (or
+  // their projections): bf16 when every row block's products run in bf16
+  // (AttentionPath::rows_read_bf16), made so once by infer_batch; else f32.
+  DataType kv = DataType::f32;
 };
 
 // Where every activation lives for one (B, N, train) shape: carved from the arena by the

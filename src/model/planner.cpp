@@ -137,11 +137,33 @@ size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   const int64_t maxK = max_k(layers);
   const bool pre = cfg.norm == NormPlacement::pre;
   const AttentionPath& ap = path(false);
+  // Query rows per block (the last block of a sequence may be shorter).
+  const int64_t ch = invariant ? invariant_rows(N, num_threads()) : infer_chunk(B, N);
+  const int64_t last = N - (N - 1) / ch * ch;
+  // Per layer, the dtype its row blocks read keys and values in: bf16 when every block's
+  // products run in bf16 (then rounded once where they are made), else f32.
+  std::vector<DataType> kv(L, DataType::f32);
+  PathShape ps{B, N, maxK, masked};
+  ps.kv_f32 = false;
+  for (int64_t l = 0; l < L; ++l) {
+    const AttnDims dl{/*B=*/B,
+                      /*N=*/N,
+                      /*Lk=*/ap.key_length(N, ap.formed_rows(cfg, layers[l].K, N)),
+                      /*D=*/D,
+                      /*H=*/H,
+                      /*Dh=*/cfg.d_head(),
+                      /*causal=*/cfg.causal};
+    const ComputeType t = infer_products(l);
+    if (keys_rounded_once() && ap.rows_read_bf16(t, ch, dl) && ap.rows_read_bf16(t, last, dl))
+      kv[l] = DataType::bf16;
+    (kv[l] == DataType::bf16 ? ps.kv_bf16 : ps.kv_f32) = true;
+  }
   Lo.acts.assign(L, LayerAct{});
   LayerAct& A = Lo.acts[0];
   if (pre) A.ln1 = c.take<float>(R * D);
-  ap.plan_infer(c, A, Lo, cfg, PathShape{B, N, maxK, masked});
+  ap.plan_infer(c, A, Lo, cfg, ps);
   for (int64_t s = 1; s < L; ++s) Lo.acts[s] = A;
+  for (int64_t s = 0; s < L; ++s) Lo.acts[s].kv = kv[s];
   float* x0 = c.take<float>(R * D);
   float* x1 = c.take<float>(R * D);
   Lo.xs.assign(L + 1, nullptr);
@@ -150,7 +172,6 @@ size_t Model::Impl::carve_infer(Arena* ar, Layout& out, int64_t B, int64_t N, bo
   Lo.hid = Lo.xs[L];  // pre-norm: the final LayerNorm runs in place
   // Per-thread row-block workspace: q, ctx, attention-output/residual, FFN input [c,D];
   // FFN hidden [c,F]; attention scores.
-  const int64_t ch = invariant ? invariant_rows(N, num_threads()) : infer_chunk(B, N);
   const AttnDims d{/*B=*/B,
                    /*N=*/N,
                    /*Lk=*/ap.key_length(N, maxK),

@@ -199,12 +199,11 @@ CaseMaker attention_rows_case(bool streaming, ComputeType t) {
         for (int64_t i0 = 0; i0 < d.N; i0 += rows) {
           const int64_t i1 = std::min(d.N, i0 + rows), o = (b * d.N + i0) * d.D;
           const RowBlock rb{/*b=*/b, /*i0=*/i0, /*i1=*/i1};
+          const KeysValues kv{ptr(in, 1), ptr(in, 2), ptr(in, 3)};
           if (streaming)
-            attention_streaming_rows(ctx + o, ptr(in, 0) + o, ptr(in, 1), ptr(in, 2), ptr(in, 3), d,
-                                     rb, scale, work.data(), t);
+            attention_streaming_rows(ctx + o, ptr(in, 0) + o, kv, d, rb, scale, work.data(), t);
           else
-            attention_rows(ctx + o, ptr(in, 0) + o, ptr(in, 1), ptr(in, 2), ptr(in, 3), d, rb,
-                           scale, work.data(), t);
+            attention_rows(ctx + o, ptr(in, 0) + o, kv, d, rb, scale, work.data(), t);
         }
     };
     return c;
@@ -234,8 +233,8 @@ CaseMaker attention_streaming_case(bool causal, ComputeType t) {
     const float scale = 1.f / std::sqrt(float(d.Dh));
     c.run = [=](const Inputs& in, float* ctx) {
       std::vector<float> scr(attention_streaming_work_floats(kStreamQueryBlock, d) * num_threads());
-      attention_streaming_forward(ctx, ptr(in, 0), ptr(in, 1), ptr(in, 2), ptr(in, 3), d, scale,
-                                  scr.data(), t);
+      attention_streaming_forward(ctx, ptr(in, 0), KeysValues{ptr(in, 1), ptr(in, 2), ptr(in, 3)},
+                                  d, scale, scr.data(), t);
     };
     return c;
   };

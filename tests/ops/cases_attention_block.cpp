@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kernels/attention_block.h"
+#include "kernels/vec_scalar.h"
 #include "ops/harness.h"
 
 namespace lf::ops {
@@ -99,10 +100,16 @@ OpCase attend_head_case(const Shape& c, ComputeType t) {
   const bool masked = c.mask != 0;
   o.run = [=](const Inputs& in, float* out) {
     std::vector<float> ctx(c.rows * ld, -7.f), work(attn_block::work_floats(c.rows, c.Dh, c.kb));
-    attn_block::attend_head(ctx.data() + qoff, ld,
-                            HeadIn{ptr(in, 0) + qoff, ptr(in, 1) + qoff, ptr(in, 2) + qoff, ld, ld},
+    // bf16: the keys and values given rounded (as a layer's plan makes them), the queries in
+    // f32 (the kernel rounds them).
+    std::vector<uint16_t> k16(bf16 ? in[1].v.size() : 0), v16(bf16 ? in[2].v.size() : 0);
+    for (size_t i = 0; i < k16.size(); ++i) k16[i] = vm::bf16_round(in[1].v[i]);
+    for (size_t i = 0; i < v16.size(); ++i) v16[i] = vm::bf16_round(in[2].v[i]);
+    const TensorIn k = bf16 ? TensorIn(k16.data() + qoff) : TensorIn(ptr(in, 1) + qoff),
+                   v = bf16 ? TensorIn(v16.data() + qoff) : TensorIn(ptr(in, 2) + qoff);
+    attn_block::attend_head(ctx.data() + qoff, ld, HeadIn{ptr(in, 0) + qoff, k, v, ld, ld},
                             masked ? ptr(in, 3) : nullptr, c.rows, c.keys, c.Dh, c.kb,
-                            c.first_query, scale, work.data(), ops);
+                            c.first_query, scale, work.data());
     float* around = out + head;
     for (int64_t r = 0; r < c.rows; ++r)
       for (int64_t col = 0; col < ld; ++col) {

@@ -27,7 +27,7 @@ int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb) {
 
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
-                 float* work, Operands) {
+                 float* work) {
   attend<Avx2, F32<Avx2>>(ctx, ldc, in, key_mask, rows, keys, Dh, kb, first_query, scale, work);
 }
 

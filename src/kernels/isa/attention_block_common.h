@@ -70,8 +70,9 @@ inline void write_context(float* ctx, int64_t ldc, const float* Ot, const float*
 // the keys or value columns of a register tile. A strip is two vectors of queries.
 // E: the products' operands (F32 below; the AVX-512 file adds BF16): T, the stored element;
 // Vec, a vector of them; kStep, the elements of one step of the reduction; load, madd(acc, a,
-// b) = acc + a . b per lane (a broadcast), from (f32 to T); block (the key block's keys and
-// values laid out) and weights (a strip's weights as the value product reads them).
+// b) = acc + a . b per lane (a broadcast), query (an element of the queries as T, from their
+// own dtype); block (the key block's keys and values laid out, from their own dtypes) and
+// weights (a strip's weights as the value product reads them).
 
 // Pins a loaded vector in a register (fma_tile says why).
 template <typename T>
@@ -79,7 +80,7 @@ template <typename T>
   asm("" : "+v"(v));
 }
 
-// f32 operands: a step of the reduction is one element.
+// f32 operands (every input f32): a step of the reduction is one element.
 template <class W>
 struct F32 {
   using T = float;
@@ -87,12 +88,13 @@ struct F32 {
   static constexpr int64_t kStep = 1;
   static Vec load(const T* p) { return W::load(p); }
   static Vec madd(Vec acc, const T* a, Vec b) { return W::fmadd(W::set1(*a), b, acc); }
-  static T from(float x) { return x; }
+  // Element i of a query operand.
+  static T query(const TensorIn& q, int64_t i) { return static_cast<const float*>(q.data)[i]; }
   // Kb [cols][Dp], Vb [cols][Dh] from K, V (rows ld apart), dense.
-  static void block(T* Kb, T* Vb, const float* K, const float* V, int64_t ld, int64_t cols,
+  static void block(T* Kb, T* Vb, const TensorIn& K, const TensorIn& V, int64_t ld, int64_t cols,
                     int64_t Dh, int64_t Dp) {
-    vm::copy_rows(Kb, Dp, K, ld, cols, Dh);
-    vm::copy_rows(Vb, Dh, V, ld, cols, Dh);
+    vm::copy_rows(Kb, Dp, static_cast<const float*>(K.data), ld, cols, Dh);
+    vm::copy_rows(Vb, Dh, static_cast<const float*>(V.data), ld, cols, Dh);
   }
   static const T* weights(T*, const float* St, int64_t) { return St; }
 };
@@ -289,7 +291,7 @@ void attend(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, in
       T* dst = w.Qt + s * Dp * kLanes + t * S;
       for (int64_t c = 0; c < Dp; ++c)
         dst[(c / S) * kLanes * S + c % S] =
-            r < rows && c < Dh ? E::from(in.q[r * in.ldq + c]) : T{};
+            r < rows && c < Dh ? E::query(in.q, r * in.ldq + c) : T{};
     }
   fill(w.Ot, w.lanes * Dh, 0.f);
   fill(w.m, w.lanes, kNegInf);
@@ -303,7 +305,7 @@ void attend(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, in
     // The block's keys and values copied densely (in bf16, rounded; values in pairs of keys):
     // read in place, rows ldkv apart, every strip ran slower (the model's n = 4096 layer on
     // AVX2 1.09x faster than sgemm's path in place, 1.14x copied, alternating in one process).
-    E::block(w.Kb, w.Vb, in.k + j0 * in.ldkv, in.v + j0 * in.ldkv, in.ldkv, cols, Dh, Dp);
+    E::block(w.Kb, w.Vb, in.k.at(j0 * in.ldkv), in.v.at(j0 * in.ldkv), in.ldkv, cols, Dh, Dp);
     for (int64_t s = 0; s < ns; ++s) {
       const int64_t q0 = first_query + s * kLanes;
       if (causal && j0 > q0 + kLanes - 1) continue;  // no query of this strip sees the block

@@ -15,7 +15,7 @@ bool has_bf16();
 int64_t work_floats(int64_t rows, int64_t Dh, int64_t kb);
 void attend_head(float* ctx, int64_t ldc, const HeadIn& in, const float* key_mask, int64_t rows,
                  int64_t keys, int64_t Dh, int64_t kb, int64_t first_query, float scale,
-                 float* work, Operands o);
+                 float* work);
 }  // namespace lf::attn_block::LF_ISA_NS
 #endif
 
